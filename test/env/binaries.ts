@@ -1,0 +1,200 @@
+// Builds (once) and locates the third-party binaries of the test environment:
+// kube-apiserver, kube-controller-manager, kubectl and etcd from their Go modules through the
+// wrapper module in test/env/go, and k6 and helm with `go install`. Binaries are cached
+// by version outside the repository, so a second run — or a second clone — does not
+// rebuild. Go is a build tool only; nothing here is product code.
+import { execFile, spawn } from "node:child_process";
+import { existsSync, mkdirSync, renameSync, rmSync, writeFileSync, readFileSync } from "node:fs";
+import { homedir } from "node:os";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
+import { versions } from "./versions.js";
+
+const execFileAsync = promisify(execFile);
+const here = dirname(fileURLToPath(import.meta.url));
+/** The wrapper Go module, in the source tree whether this runs from test/env or dist/test/env. */
+const goModuleDir = [resolve(here, "go"), resolve(here, "../../../test/env/go")].find((d) =>
+  existsSync(join(d, "go.mod")),
+);
+
+export type BinaryName = "kube-apiserver" | "kube-controller-manager" | "kubectl" | "etcd" | "k6" | "helm";
+
+export class BinaryBuildError extends Error {
+  readonly code = "SWITCHYARD_TEST_BINARY_BUILD_FAILED";
+}
+
+/** Where built binaries live: $SWITCHYARD_BIN_CACHE, else $XDG_CACHE_HOME/switchyard/bin, else ~/.cache/switchyard/bin. */
+export function binaryCacheDir(): string {
+  if (process.env.SWITCHYARD_BIN_CACHE) return resolve(process.env.SWITCHYARD_BIN_CACHE);
+  const base = process.env.XDG_CACHE_HOME || join(homedir(), ".cache");
+  return join(base, "switchyard", "bin");
+}
+
+function versionOf(name: BinaryName): string {
+  switch (name) {
+    case "kube-apiserver":
+    case "kube-controller-manager":
+    case "kubectl":
+      return versions.kubernetes;
+    case "etcd":
+      return versions.etcd;
+    case "k6":
+      return versions.k6;
+    case "helm":
+      return versions.helm;
+  }
+}
+
+export function binaryPath(name: BinaryName): string {
+  return join(binaryCacheDir(), `${name}-v${versionOf(name)}`);
+}
+
+function compareVersions(a: string, b: string): number {
+  const pa = a.split(".").map((n) => parseInt(n, 10) || 0);
+  const pb = b.split(".").map((n) => parseInt(n, 10) || 0);
+  for (let i = 0; i < Math.max(pa.length, pb.length); i++) {
+    const d = (pa[i] ?? 0) - (pb[i] ?? 0);
+    if (d !== 0) return d;
+  }
+  return 0;
+}
+
+async function checkGo(): Promise<string> {
+  let out: string;
+  try {
+    out = (await execFileAsync("go", ["env", "GOVERSION"])).stdout.trim();
+  } catch {
+    throw new BinaryBuildError(
+      `The test environment builds kube-apiserver, kube-controller-manager, etcd, k6 and helm from their Go ` +
+        `modules, and no Go toolchain was found on PATH. Install Go >= ${versions.minimumGo} ` +
+        `(https://go.dev/doc/install) or put prebuilt binaries named like ${binaryPath("kube-apiserver")} in ` +
+        `${binaryCacheDir()} (or set SWITCHYARD_BIN_CACHE).`,
+    );
+  }
+  const v = out.replace(/^go/, "");
+  // With GOTOOLCHAIN=auto (Go's default) an older go fetches the toolchain the module asks for.
+  if (compareVersions(v, versions.minimumGo) < 0 && process.env.GOTOOLCHAIN === "local") {
+    throw new BinaryBuildError(
+      `Go ${v} is too old to build Kubernetes v${versions.kubernetes}: Go >= ${versions.minimumGo} is needed. ` +
+        `Upgrade Go, or unset GOTOOLCHAIN=local so Go can fetch the toolchain itself.`,
+    );
+  }
+  return v;
+}
+
+function k8sLdflags(): string {
+  const [major, minor] = versions.kubernetes.split(".");
+  const pkg = "k8s.io/component-base/version";
+  return [
+    "-s -w",
+    `-X ${pkg}.gitVersion=v${versions.kubernetes}`,
+    `-X ${pkg}.gitMajor=${major}`,
+    `-X ${pkg}.gitMinor=${minor}`,
+    `-X ${pkg}.gitTreeState=clean`,
+    `-X ${pkg}.buildDate=1970-01-01T00:00:00Z`,
+  ].join(" ");
+}
+
+function run(cmd: string, args: string[], opts: { cwd?: string; env?: NodeJS.ProcessEnv }, what: string) {
+  return new Promise<void>((resolvePromise, reject) => {
+    const child = spawn(cmd, args, {
+      cwd: opts.cwd,
+      env: opts.env ?? process.env,
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let output = "";
+    const keep = (b: Buffer) => {
+      output = (output + b.toString()).slice(-8000);
+    };
+    child.stdout.on("data", keep);
+    child.stderr.on("data", keep);
+    child.on("error", (err) => reject(new BinaryBuildError(`${what}: could not run ${cmd}: ${err.message}`)));
+    child.on("exit", (code) =>
+      code === 0
+        ? resolvePromise()
+        : reject(new BinaryBuildError(`${what} failed (exit ${code}). Last output:\n${output}`)),
+    );
+  });
+}
+
+async function buildOne(name: BinaryName, log: (line: string) => void): Promise<void> {
+  const target = binaryPath(name);
+  const tmp = `${target}.tmp-${process.pid}`;
+  const started = Date.now();
+  log(`building ${name} v${versionOf(name)} (first run only; cached in ${binaryCacheDir()})`);
+  const env = { ...process.env, GOFLAGS: "-buildvcs=false" };
+  if (name === "k6" || name === "helm") {
+    const gobin = `${tmp}.d`;
+    mkdirSync(gobin, { recursive: true });
+    const pkg = name === "k6" ? `go.k6.io/k6@v${versions.k6}` : `helm.sh/helm/v4/cmd/helm@v${versions.helm}`;
+    await run(
+      "go",
+      ["install", "-trimpath", "-ldflags", "-s -w", pkg],
+      { env: { ...env, GOBIN: gobin } },
+      `go install ${pkg}`,
+    );
+    renameSync(join(gobin, name), tmp);
+    rmSync(gobin, { recursive: true, force: true });
+  } else {
+    if (!goModuleDir)
+      throw new BinaryBuildError("test/env/go/go.mod is missing: the wrapper module cannot be found");
+    const pkg = name === "etcd" ? "go.etcd.io/etcd/server/v3" : `k8s.io/kubernetes/cmd/${name}`;
+    const ldflags = name === "etcd" ? "-s -w" : k8sLdflags();
+    await run(
+      "go",
+      ["build", "-trimpath", "-ldflags", ldflags, "-o", tmp, pkg],
+      { cwd: goModuleDir, env },
+      `go build ${pkg}`,
+    );
+  }
+  renameSync(tmp, target);
+  log(`built ${name} in ${((Date.now() - started) / 1000).toFixed(0)} s`);
+}
+
+/**
+ * Makes sure every binary exists in the cache, building missing ones. Concurrent callers
+ * (several processes) serialize on a lock file so nothing is built twice.
+ */
+export async function ensureBinaries(
+  names: BinaryName[] = ["etcd", "kube-apiserver", "kube-controller-manager"],
+  log: (line: string) => void = (l) => process.stderr.write(`[test/env] ${l}\n`),
+): Promise<Record<BinaryName, string>> {
+  const missing = names.filter((n) => !existsSync(binaryPath(n)));
+  if (missing.length > 0) {
+    mkdirSync(binaryCacheDir(), { recursive: true });
+    await checkGo();
+    const release = await lock(join(binaryCacheDir(), ".build.lock"));
+    try {
+      for (const n of missing) if (!existsSync(binaryPath(n))) await buildOne(n, log);
+    } finally {
+      release();
+    }
+  }
+  return Object.fromEntries(names.map((n) => [n, binaryPath(n)])) as Record<BinaryName, string>;
+}
+
+async function lock(path: string): Promise<() => void> {
+  for (;;) {
+    try {
+      writeFileSync(path, String(process.pid), { flag: "wx" });
+      return () => rmSync(path, { force: true });
+    } catch {
+      const holder = parseInt(readFileSync(path, "utf8"), 10);
+      if (!holder || !isAlive(holder)) {
+        rmSync(path, { force: true });
+        continue;
+      }
+      await new Promise((r) => setTimeout(r, 1000));
+    }
+  }
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}

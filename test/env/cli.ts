@@ -1,0 +1,122 @@
+// `npm run clusters -- up|down|env|build`: the test environment for people.
+//   up    [--clusters primary,east,west] [--no-controller-manager]
+//         starts the clusters, prints kubeconfig paths, and runs until Ctrl-C or `down`
+//   down  stops the set started by `up`
+//   env   prints shell exports (KUBECONFIG_<NAME>=…) for the running set
+//   build builds every test binary (kube-apiserver, kube-controller-manager, kubectl, etcd, k6, helm)
+import { existsSync, readFileSync, rmSync, writeFileSync, mkdirSync } from "node:fs";
+import { join } from "node:path";
+import { Command } from "commander";
+import { ensureBinaries, binaryPath, type BinaryName } from "./binaries.js";
+import { startClusterSet } from "./cluster-set.js";
+import { envRoot, isSameProcessAlive, processStartTime } from "./processes.js";
+
+interface UpState {
+  pid: number;
+  start: string;
+  clusters: Record<string, { server: string; kubeconfig: string }>;
+}
+
+const stateFile = () => join(envRoot(), "clusters-up.json");
+
+function readState(): UpState | undefined {
+  if (!existsSync(stateFile())) return undefined;
+  const s = JSON.parse(readFileSync(stateFile(), "utf8")) as UpState;
+  return isSameProcessAlive(s.pid, s.start) ? s : undefined;
+}
+
+const program = new Command("clusters").description(
+  "Local multi-cluster Kubernetes environment (real API servers)",
+);
+
+program
+  .command("up")
+  .description("start the clusters and keep them running until Ctrl-C or `clusters down`")
+  .option("--clusters <names>", "comma-separated cluster names", "primary,east,west")
+  .option("--no-controller-manager", "skip kube-controller-manager")
+  .action(async (opts: { clusters: string; controllerManager: boolean }) => {
+    const running = readState();
+    if (running) {
+      console.error(`A set is already running (pid ${running.pid}); stop it with: npm run clusters -- down`);
+      process.exit(1);
+    }
+    const names = opts.clusters
+      .split(",")
+      .map((s) => s.trim())
+      .filter(Boolean);
+    const kubectl = (await ensureBinaries(["kubectl"])).kubectl;
+    const started = Date.now();
+    console.log(`starting ${names.join(", ")} …`);
+    const set = await startClusterSet({ clusters: names, controllerManager: opts.controllerManager });
+    const state: UpState = { pid: process.pid, start: processStartTime(process.pid) ?? "", clusters: {} };
+    for (const n of names) {
+      const c = set.get(n);
+      state.clusters[n] = { server: c.server, kubeconfig: c.adminKubeconfigPath };
+    }
+    mkdirSync(envRoot(), { recursive: true });
+    writeFileSync(stateFile(), JSON.stringify(state, null, 2));
+    console.log(`ready in ${((Date.now() - started) / 1000).toFixed(1)} s\n`);
+    for (const [n, c] of Object.entries(state.clusters)) {
+      console.log(
+        `${n.padEnd(12)} ${c.server}\n${"".padEnd(12)} ${kubectl} --kubeconfig ${c.kubeconfig} get ns`,
+      );
+    }
+    console.log("\nCtrl-C (or `npm run clusters -- down`) stops everything.");
+    const shutdown = async () => {
+      await set.stop();
+      rmSync(stateFile(), { force: true });
+      process.exit(0);
+    };
+    process.once("SIGINT", () => void shutdown());
+    process.once("SIGTERM", () => void shutdown());
+    setInterval(() => {}, 1 << 30);
+  });
+
+program
+  .command("down")
+  .description("stop the set started by `clusters up`")
+  .action(async () => {
+    const s = readState();
+    if (!s) {
+      console.log("no cluster set is running");
+      return;
+    }
+    process.kill(s.pid, "SIGTERM");
+    while (isSameProcessAlive(s.pid, s.start)) await new Promise((r) => setTimeout(r, 100));
+    console.log("stopped");
+  });
+
+program
+  .command("env")
+  .description("print shell exports for the running set")
+  .action(() => {
+    const s = readState();
+    if (!s) {
+      console.error("no cluster set is running; start one with: npm run clusters -- up");
+      process.exit(1);
+    }
+    for (const [n, c] of Object.entries(s.clusters)) {
+      console.log(`export KUBECONFIG_${n.toUpperCase().replace(/-/g, "_")}=${c.kubeconfig}`);
+    }
+  });
+
+program
+  .command("build")
+  .description("build (or find cached) kube-apiserver, kube-controller-manager, kubectl, etcd, k6 and helm")
+  .action(async () => {
+    const names: BinaryName[] = [
+      "etcd",
+      "kube-apiserver",
+      "kube-controller-manager",
+      "kubectl",
+      "k6",
+      "helm",
+    ];
+    await ensureBinaries(names, (l) => console.log(l));
+    for (const n of names) console.log(`${n.padEnd(24)} ${binaryPath(n)}`);
+  });
+
+program.parseAsync().catch((err: Error) => {
+  console.error(err.message);
+  process.exit(1);
+});

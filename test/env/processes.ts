@@ -1,0 +1,246 @@
+// Child processes of the test environment, and the bookkeeping that guarantees none
+// outlives its owner. Every process is recorded (pid + kernel start time, so a reused
+// pid is never killed by mistake) in its cluster set's directory; `sweepOrphans`
+// kills what a dead owner left behind and removes the directory. Exit handlers kill
+// children of a process that exits normally or on a signal; a SIGKILLed owner is
+// cleaned up by the next sweep (the test runner's global teardown, or the next start).
+import { spawn, type ChildProcess } from "node:child_process";
+import {
+  createWriteStream,
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+
+/** All cluster-set directories live here. */
+export function envRoot(): string {
+  return join(process.env.SWITCHYARD_ENV_TMPDIR || tmpdir(), "switchyard-env");
+}
+
+interface Recorded {
+  pid: number;
+  start: string;
+  name: string;
+}
+
+interface OwnerFile {
+  ownerPid: number;
+  ownerStart: string;
+  /** The owner's parent (a test runner's main process when the owner is one of its workers). */
+  parentPid: number;
+  parentStart: string;
+  processes: Recorded[];
+}
+
+export function processStartTime(pid: number): string | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    // Field 22 (starttime), counted after the parenthesised command name.
+    const rest = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    return rest[19];
+  } catch {
+    return undefined;
+  }
+}
+
+/** True while that very process (same pid and start time) runs; a zombie counts as gone. */
+export function isSameProcessAlive(pid: number, start: string): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    const rest = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    return rest[19] === start && rest[0] !== "Z" && rest[0] !== "X";
+  } catch {
+    return false;
+  }
+}
+
+const live = new Set<ChildProcess>();
+let exitHooksInstalled = false;
+
+function installExitHooks(): void {
+  if (exitHooksInstalled) return;
+  exitHooksInstalled = true;
+  const killAll = () => {
+    for (const child of live) {
+      try {
+        child.kill("SIGKILL");
+      } catch {
+        /* already gone */
+      }
+    }
+  };
+  process.on("exit", killAll);
+  for (const sig of ["SIGINT", "SIGTERM", "SIGHUP"] as const) {
+    process.once(sig, () => {
+      killAll();
+      process.kill(process.pid, sig);
+    });
+  }
+}
+
+export interface ManagedProcess {
+  readonly name: string;
+  readonly pid: number;
+  readonly logFile: string;
+  /** Resolves with the exit code (or signal name) when the process ends. */
+  readonly exited: Promise<number | string>;
+  hasExited(): boolean;
+  /** SIGTERM, then SIGKILL after `graceMs`; resolves when the process is gone. */
+  stop(graceMs?: number): Promise<void>;
+  /** Last bytes of the process log, for error messages. */
+  logTail(bytes?: number): string;
+}
+
+/** The bookkeeping directory of one cluster set. */
+export class ProcessGroupDir {
+  private readonly ownerFile: string;
+
+  constructor(readonly dir: string) {
+    mkdirSync(dir, { recursive: true });
+    this.ownerFile = join(dir, "owner.json");
+    const owner: OwnerFile = {
+      ownerPid: process.pid,
+      ownerStart: processStartTime(process.pid) ?? "",
+      parentPid: process.ppid,
+      parentStart: processStartTime(process.ppid) ?? "",
+      processes: [],
+    };
+    writeFileSync(this.ownerFile, JSON.stringify(owner));
+  }
+
+  private record(update: (o: OwnerFile) => void): void {
+    const owner = JSON.parse(readFileSync(this.ownerFile, "utf8")) as OwnerFile;
+    update(owner);
+    writeFileSync(this.ownerFile, JSON.stringify(owner));
+  }
+
+  spawn(name: string, command: string, args: string[], env: NodeJS.ProcessEnv = process.env): ManagedProcess {
+    installExitHooks();
+    const logsDir = join(this.dir, "logs");
+    mkdirSync(logsDir, { recursive: true });
+    const logFile = join(logsDir, `${name}.log`);
+    const log = createWriteStream(logFile, { flags: "a" });
+    const child = spawn(command, args, { env, stdio: ["ignore", "pipe", "pipe"] });
+    if (child.pid === undefined) throw new Error(`could not start ${name} (${command})`);
+    const pid = child.pid;
+    live.add(child);
+    const start = processStartTime(pid) ?? "";
+    this.record((o) => o.processes.push({ pid, start, name }));
+    child.stdout!.pipe(log, { end: false });
+    child.stderr!.pipe(log, { end: false });
+    let done = false;
+    const exited = new Promise<number | string>((resolve) => {
+      child.on("exit", (code, signal) => {
+        done = true;
+        live.delete(child);
+        resolve(code ?? signal ?? "unknown");
+      });
+    });
+    child.on("error", () => {
+      /* reported through `exited` */
+    });
+    void exited.then(() => {
+      log.end();
+      try {
+        this.record((o) => {
+          o.processes = o.processes.filter((p) => p.pid !== pid);
+        });
+      } catch {
+        /* directory already removed */
+      }
+    });
+    return {
+      name,
+      pid,
+      logFile,
+      exited,
+      hasExited: () => done,
+      async stop(graceMs = 5000) {
+        if (done) return;
+        child.kill("SIGTERM");
+        const timer = setTimeout(() => child.kill("SIGKILL"), graceMs);
+        await exited;
+        clearTimeout(timer);
+      },
+      logTail(bytes = 3000) {
+        try {
+          const text = readFileSync(logFile, "utf8");
+          return text.slice(-bytes);
+        } catch {
+          return "";
+        }
+      },
+    };
+  }
+
+  remove(): void {
+    rmSync(this.dir, { recursive: true, force: true });
+  }
+}
+
+/** Kills every recorded process of a set directory, waits until they are gone, and removes it. */
+export async function killRecorded(dir: string): Promise<number> {
+  let killed = 0;
+  const victims: Recorded[] = [];
+  try {
+    const owner = JSON.parse(readFileSync(join(dir, "owner.json"), "utf8")) as OwnerFile;
+    for (const p of owner.processes) {
+      if (isSameProcessAlive(p.pid, p.start)) {
+        try {
+          process.kill(p.pid, "SIGKILL");
+          victims.push(p);
+          killed++;
+        } catch {
+          /* gone meanwhile */
+        }
+      }
+    }
+  } catch {
+    /* no owner file: nothing recorded */
+  }
+  // SIGKILL is asynchronous: wait (bounded) until the kernel has torn them down, so
+  // their ports and files are free when this resolves.
+  const deadline = Date.now() + 10_000;
+  while (victims.some((p) => isSameProcessAlive(p.pid, p.start)) && Date.now() < deadline) {
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  rmSync(dir, { recursive: true, force: true });
+  return killed;
+}
+
+/**
+ * Cleans up cluster sets whose owner process is gone; with `mine`, also every set owned
+ * by this process or by one of its direct children (a test runner's workers, alive or
+ * not). Returns the number of processes killed.
+ */
+export async function sweepOrphans(opts: { mine?: boolean } = {}): Promise<number> {
+  const me = { pid: process.pid, start: processStartTime(process.pid) ?? "" };
+  const root = envRoot();
+  if (!existsSync(root)) return 0;
+  let killed = 0;
+  for (const entry of readdirSync(root)) {
+    const dir = join(root, entry);
+    let owner: OwnerFile | undefined;
+    try {
+      owner = JSON.parse(readFileSync(join(dir, "owner.json"), "utf8")) as OwnerFile;
+    } catch {
+      owner = undefined;
+    }
+    // A directory without owner.json is either being created right now or abandoned.
+    const abandoned = !owner && Date.now() - statSync(dir).mtimeMs > 30_000;
+    const ownerGone = owner ? !isSameProcessAlive(owner.ownerPid, owner.ownerStart) : abandoned;
+    const mine =
+      opts.mine === true &&
+      owner !== undefined &&
+      ((owner.ownerPid === me.pid && owner.ownerStart === me.start) ||
+        (owner.parentPid === me.pid && owner.parentStart === me.start));
+    if (ownerGone || mine) killed += await killRecorded(dir);
+  }
+  return killed;
+}

@@ -1,0 +1,31 @@
+// Two projects: `unit` (fast, no external processes beyond loopback sockets) and
+// `integration` (real kube-apiserver/etcd/kube-controller-manager from test/env,
+// one file at a time because each file starts its own cluster set on a 2-core box).
+import { defineConfig } from "vitest/config";
+
+export default defineConfig({
+  test: {
+    reporters: ["default", "./test/summary-reporter.ts"],
+    projects: [
+      {
+        test: {
+          name: "unit",
+          include: ["{proto,control-plane,data-plane,cli,bench,test/env}/**/*.test.ts"],
+          exclude: ["**/node_modules/**", "**/dist/**", "**/*.integration.test.ts"],
+          testTimeout: 20_000,
+        },
+      },
+      {
+        test: {
+          name: "integration",
+          include: ["test/integration/**/*.test.ts", "test/e2e/**/*.test.ts", "**/*.integration.test.ts"],
+          exclude: ["**/node_modules/**", "**/dist/**"],
+          globalSetup: ["./test/global-setup.ts"],
+          fileParallelism: false,
+          testTimeout: 120_000,
+          hookTimeout: 240_000,
+        },
+      },
+    ],
+  },
+});
