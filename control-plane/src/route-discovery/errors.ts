@@ -1,0 +1,41 @@
+// Error classes of the RouteDiscovery server side. Each carries a stable `code` so callers
+// and tests match on codes, never on message text.
+
+/** A SessionRoute handed to the snapshot cache is inconsistent; nothing was published. */
+export class RouteValidationError extends Error {
+  readonly code = "SWITCHYARD_ROUTE_INVALID";
+  constructor(
+    readonly sessionId: string,
+    message: string,
+  ) {
+    super(`routing table of session "${sessionId}" rejected: ${message}`);
+    this.name = "RouteValidationError";
+  }
+}
+
+/** An option given to a RouteDiscovery component is missing or malformed. */
+export class RouteDiscoveryConfigError extends Error {
+  readonly code = "SWITCHYARD_ROUTE_DISCOVERY_CONFIG_INVALID";
+  constructor(
+    readonly option: string,
+    message: string,
+  ) {
+    super(`option ${option}: ${message}`);
+    this.name = "RouteDiscoveryConfigError";
+  }
+}
+
+/** Why a router was refused before any route was sent to it. */
+export type RouterAuthFailure = "unauthenticated" | "permission_denied" | "unavailable";
+
+/** A router could not be authenticated or is not allowed; mapped to a gRPC status. */
+export class RouterAuthError extends Error {
+  readonly code = "SWITCHYARD_ROUTER_AUTH_FAILED";
+  constructor(
+    readonly failure: RouterAuthFailure,
+    message: string,
+  ) {
+    super(message);
+    this.name = "RouterAuthError";
+  }
+}

@@ -1,0 +1,444 @@
+// The protocol half of RouteDiscovery (xDS-style): one DiscoveryStream per connected
+// router keeps the nonce counter, the single outstanding push, the version the router
+// last ACKed, and asks the snapshot cache for "changes since that version" whenever it
+// may push. It never computes differences itself and never holds routing state.
+//
+// Rules (see proto/route_discovery.proto): authenticate before anything is read or sent;
+// the first request names the router; every response gets a strictly increasing nonce;
+// at most one push is unacknowledged; an ACK moves the stream's acked version, a NACK
+// keeps it and waits for the next change; a nonce that is not the outstanding one is
+// stale (ignored, counted); malformed requests end the stream with a precise status.
+import { create } from "@bufbuild/protobuf";
+import {
+  Code,
+  ConnectError,
+  createContextKey,
+  type HandlerContext,
+  type ServiceImpl,
+} from "@connectrpc/connect";
+import { pino, type Logger } from "pino";
+import type { Registry } from "prom-client";
+import {
+  DiscoveryResponseSchema,
+  type DiscoveryRequest,
+  type DiscoveryResponse,
+  type RouteDiscovery,
+} from "../../../proto/gen/route_discovery_pb.js";
+import { RouteDiscoveryConfigError, RouterAuthError } from "./errors.js";
+import { ResponseOutbox } from "./response-outbox.js";
+import { RouteDiscoveryMetrics } from "./route-discovery-metrics.js";
+import type { RouterAuthenticator, RouterIdentity, RouterPeer } from "./router-authenticator.js";
+import type { RouteSnapshotCache } from "./snapshot-cache.js";
+
+/** The transport fills this per request (see route-discovery-server.ts). */
+export const routerTlsPeerKey = createContextKey<RouterPeer["clientCertificate"]>(undefined, {
+  description: "TLS client certificate of the router",
+});
+
+export interface LiveSessionsReport {
+  routerId: string;
+  streamId: number;
+  /** Authenticated identity of the router, e.g. system:serviceaccount:ns:name. */
+  identity: string;
+  /** Complete list of sessions with a live client on that router right now. */
+  sessionIds: readonly string[];
+}
+
+export interface ConnectedRouter {
+  streamId: number;
+  routerId: string;
+  identity: string;
+  connectedAt: Date;
+  /** The version the router last ACKed (or claimed on connect); "" when it has none. */
+  ackedVersion: string;
+  /** Nonce of the push waiting for an ACK/NACK, if any. */
+  pendingNonce: string | undefined;
+  lastNack: { version: string; nonce: string; message: string; at: Date } | undefined;
+  liveSessions: number;
+}
+
+export interface RouteDiscoveryStreamServerOptions {
+  cache: RouteSnapshotCache;
+  authenticator: RouterAuthenticator;
+  logger?: Logger;
+  /** Registry the metrics are registered in (default: a new per-instance Registry). */
+  registry?: Registry;
+  /** How long a router may take to send its first request after connecting, ms (default 10 000). */
+  firstRequestTimeoutMs?: number;
+  /** Largest live-session list accepted in one report (default 100 000). */
+  maxLiveSessionsPerReport?: number;
+}
+
+type LiveListener = (report: LiveSessionsReport) => void;
+
+const nonceFormat = /^[1-9][0-9]{0,15}$/;
+const routerIdFormat = /^[A-Za-z0-9]([-A-Za-z0-9_.]{0,251}[A-Za-z0-9])?$/;
+
+export class RouteDiscoveryStreamServer {
+  readonly metrics: RouteDiscoveryMetrics;
+  private readonly cache: RouteSnapshotCache;
+  private readonly authenticator: RouterAuthenticator;
+  private readonly log: Logger;
+  private readonly firstRequestTimeoutMs: number;
+  private readonly maxLiveSessions: number;
+  private readonly streams = new Map<number, DiscoveryStream>();
+  private readonly liveListeners = new Set<LiveListener>();
+  private nextStreamId = 1;
+
+  constructor(opts: RouteDiscoveryStreamServerOptions) {
+    if (!opts.cache) throw new RouteDiscoveryConfigError("cache", "a RouteSnapshotCache is required");
+    if (!opts.authenticator) {
+      throw new RouteDiscoveryConfigError(
+        "authenticator",
+        "a RouterAuthenticator is required: routes carry secrets",
+      );
+    }
+    const timeout = opts.firstRequestTimeoutMs ?? 10_000;
+    if (!Number.isFinite(timeout) || timeout <= 0) {
+      throw new RouteDiscoveryConfigError("firstRequestTimeoutMs", `must be > 0 ms, got ${timeout}`);
+    }
+    const maxLive = opts.maxLiveSessionsPerReport ?? 100_000;
+    if (!Number.isInteger(maxLive) || maxLive < 1) {
+      throw new RouteDiscoveryConfigError(
+        "maxLiveSessionsPerReport",
+        `must be a positive integer, got ${maxLive}`,
+      );
+    }
+    this.cache = opts.cache;
+    this.authenticator = opts.authenticator;
+    this.log = (opts.logger ?? pino({ level: "silent" })).child({ component: "route-discovery" });
+    this.firstRequestTimeoutMs = timeout;
+    this.maxLiveSessions = maxLive;
+    this.metrics = new RouteDiscoveryMetrics(
+      {
+        connectedRouters: () => this.streams.size,
+        version: () => this.cache.version(),
+        sessions: () => this.cache.size,
+      },
+      opts.registry,
+    );
+  }
+
+  /** The connect-es service implementation; register it on a ConnectRouter. */
+  get service(): Partial<ServiceImpl<typeof RouteDiscovery>> {
+    return { streamRoutes: (requests, ctx) => this.streamRoutes(requests, ctx) };
+  }
+
+  /** Subscribes to live-session reports (the heartbeat writer consumes these). */
+  onLiveSessions(listener: LiveListener): () => void {
+    this.liveListeners.add(listener);
+    return () => this.liveListeners.delete(listener);
+  }
+
+  /** Connected, authenticated router streams with their ACK state (for status and debug views). */
+  connectedRouters(): ConnectedRouter[] {
+    return [...this.streams.values()].map((s) => s.view());
+  }
+
+  /** Ends every stream with UNAVAILABLE (shutdown); routers reconnect elsewhere. */
+  closeAll(reason = "control plane is shutting down"): void {
+    for (const s of this.streams.values()) s.end(new ConnectError(reason, Code.Unavailable));
+  }
+
+  private async *streamRoutes(
+    requests: AsyncIterable<DiscoveryRequest>,
+    ctx: HandlerContext,
+  ): AsyncGenerator<DiscoveryResponse> {
+    const peer: RouterPeer = {
+      authorization: ctx.requestHeader.get("authorization") ?? undefined,
+      clientCertificate: ctx.values.get(routerTlsPeerKey),
+    };
+    let identity: RouterIdentity;
+    try {
+      identity = await this.authenticator.authenticate(peer);
+      this.metrics.counts.auth.ok++;
+    } catch (err) {
+      throw this.authFailure(err);
+    }
+
+    if (!this.cache.ready()) {
+      // Typically a replica that is not the leader: its cache is empty, and a full snapshot
+      // of it would wipe every router. The router retries and lands on the leader.
+      this.metrics.counts.notReady++;
+      throw new ConnectError(
+        "this control-plane replica is not serving routes (not the leader, or its first sync is not done); retry",
+        Code.Unavailable,
+      );
+    }
+    const it = requests[Symbol.asyncIterator]();
+    const first = await this.firstRequest(it, ctx.signal);
+    if (first === undefined) return;
+    if (!routerIdFormat.test(first.routerId)) {
+      throw this.violation(
+        Code.InvalidArgument,
+        "the first DiscoveryRequest must carry router_id (1-253 characters of [A-Za-z0-9-_.])",
+      );
+    }
+
+    const streamId = this.nextStreamId++;
+    const outbox = new ResponseOutbox<DiscoveryResponse>();
+    const stream = new DiscoveryStream(streamId, first.routerId, identity.name, outbox, this, this.cache);
+    this.streams.set(streamId, stream);
+    const unsubscribe = this.cache.onChange(() => stream.schedulePump());
+    const log = this.log.child({ routerId: first.routerId, streamId });
+    log.info({ identity: identity.name, version: first.versionInfo }, "router connected");
+
+    const reader = (async () => {
+      stream.handleFirst(first);
+      for (let r = await it.next(); !r.done; r = await it.next()) stream.handle(r.value);
+    })();
+    reader.then(
+      () => outbox.close(),
+      (err: unknown) => outbox.fail(err),
+    );
+    try {
+      yield* outbox;
+    } catch (err) {
+      if (err instanceof ConnectError && err.code !== Code.Unavailable && err.code !== Code.Canceled) {
+        log.warn({ code: Code[err.code], err: err.rawMessage }, "router stream ended by protocol violation");
+      }
+      throw err;
+    } finally {
+      unsubscribe();
+      this.streams.delete(streamId);
+      outbox.close();
+      it.return?.()?.catch(() => undefined);
+      log.info({ ackedVersion: stream.ackedVersion }, "router disconnected");
+    }
+  }
+
+  private async firstRequest(
+    it: AsyncIterator<DiscoveryRequest>,
+    signal: AbortSignal,
+  ): Promise<DiscoveryRequest | undefined> {
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(
+        () =>
+          reject(
+            this.violation(
+              Code.DeadlineExceeded,
+              `no DiscoveryRequest within ${this.firstRequestTimeoutMs} ms of connecting; send router_id first`,
+            ),
+          ),
+        this.firstRequestTimeoutMs,
+      );
+    });
+    try {
+      const r = await Promise.race([it.next(), timeout]);
+      if (signal.aborted) return undefined;
+      return r.done ? undefined : r.value;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /** Records a protocol violation and returns the error to end the stream with. */
+  violation(code: Code, message: string): ConnectError {
+    this.metrics.protocolError(Code[code] ?? String(code));
+    return new ConnectError(message, code);
+  }
+
+  emitLiveSessions(report: LiveSessionsReport): void {
+    this.metrics.counts.liveSessionReports++;
+    for (const l of this.liveListeners) {
+      try {
+        l(report);
+      } catch (err) {
+        this.log.error({ err }, "live-session listener threw; report dropped for that listener");
+      }
+    }
+  }
+
+  get maxLiveSessionsPerReport(): number {
+    return this.maxLiveSessions;
+  }
+
+  get logger(): Logger {
+    return this.log;
+  }
+
+  private authFailure(err: unknown): ConnectError {
+    const failure = err instanceof RouterAuthError ? err.failure : "unavailable";
+    this.metrics.counts.auth[failure]++;
+    const message = err instanceof Error ? err.message : String(err);
+    this.log.warn({ failure, reason: message }, "router refused");
+    const code =
+      failure === "unauthenticated"
+        ? Code.Unauthenticated
+        : failure === "permission_denied"
+          ? Code.PermissionDenied
+          : Code.Unavailable;
+    return new ConnectError(message, code);
+  }
+}
+
+/** Protocol state of one router stream. */
+class DiscoveryStream {
+  ackedVersion = "";
+  private lastNonce = 0;
+  private outstanding: { nonce: number; version: string; changeAtMs: number } | undefined;
+  /** A version this router refused: not pushed again until the cache moves on. */
+  private nackedVersion: string | undefined;
+  private lastNack: ConnectedRouter["lastNack"];
+  private liveSessions = 0;
+  private pumpScheduled = false;
+  private readonly connectedAt = new Date();
+
+  constructor(
+    private readonly id: number,
+    private readonly routerId: string,
+    private readonly identity: string,
+    private readonly outbox: ResponseOutbox<DiscoveryResponse>,
+    private readonly server: RouteDiscoveryStreamServer,
+    private readonly cache: RouteSnapshotCache,
+  ) {}
+
+  view(): ConnectedRouter {
+    return {
+      streamId: this.id,
+      routerId: this.routerId,
+      identity: this.identity,
+      connectedAt: this.connectedAt,
+      ackedVersion: this.ackedVersion,
+      pendingNonce: this.outstanding ? String(this.outstanding.nonce) : undefined,
+      lastNack: this.lastNack,
+      liveSessions: this.liveSessions,
+    };
+  }
+
+  end(err: ConnectError): void {
+    this.outbox.fail(err);
+  }
+
+  handleFirst(req: DiscoveryRequest): void {
+    // A nonce on the first request belongs to an earlier stream: nothing to ACK here.
+    if (req.responseNonce !== "") this.server.metrics.counts.staleNonces++;
+    if (req.errorDetail !== undefined && req.responseNonce === "") {
+      throw this.server.violation(Code.InvalidArgument, "error_detail (NACK) requires response_nonce");
+    }
+    this.ackedVersion = req.versionInfo;
+    this.live(req);
+    this.pump();
+  }
+
+  handle(req: DiscoveryRequest): void {
+    if (req.routerId !== "" && req.routerId !== this.routerId) {
+      throw this.server.violation(
+        Code.InvalidArgument,
+        `router_id changed from "${this.routerId}" to "${req.routerId}" on one stream; open a new stream`,
+      );
+    }
+    this.live(req);
+    const nonceText = req.responseNonce;
+    if (nonceText === "") {
+      if (req.errorDetail !== undefined) {
+        throw this.server.violation(Code.InvalidArgument, "error_detail (NACK) requires response_nonce");
+      }
+      return; // a live-session report only
+    }
+    if (!nonceFormat.test(nonceText)) {
+      throw this.server.violation(
+        Code.InvalidArgument,
+        `response_nonce "${nonceText}" was not issued by this server`,
+      );
+    }
+    const nonce = Number(nonceText);
+    if (nonce > this.lastNonce) {
+      throw this.server.violation(
+        Code.InvalidArgument,
+        `response_nonce ${nonce} was never sent on this stream (last sent ${this.lastNonce})`,
+      );
+    }
+    const pending = this.outstanding;
+    if (pending === undefined || nonce !== pending.nonce) {
+      this.server.metrics.counts.staleNonces++;
+      return;
+    }
+    this.outstanding = undefined;
+    if (req.errorDetail !== undefined) {
+      this.server.metrics.counts.nacks++;
+      this.nackedVersion = pending.version;
+      const message = req.errorDetail.message.slice(0, 1024);
+      this.lastNack = { version: pending.version, nonce: nonceText, message, at: new Date() };
+      this.server.logger.warn(
+        {
+          routerId: this.routerId,
+          streamId: this.id,
+          version: pending.version,
+          nonce: nonceText,
+          error: message,
+        },
+        "router rejected routing push; keeping its previous version",
+      );
+    } else {
+      if (req.versionInfo !== pending.version) {
+        throw this.server.violation(
+          Code.InvalidArgument,
+          `ACK of nonce ${nonce} carries version "${req.versionInfo}" but that push was version "${pending.version}"`,
+        );
+      }
+      this.server.metrics.counts.acks++;
+      this.server.metrics.observePushLatency((performance.now() - pending.changeAtMs) / 1000);
+      this.ackedVersion = pending.version;
+      this.nackedVersion = undefined;
+    }
+    this.pump();
+  }
+
+  /**
+   * Reconcilers often publish several changes in one tick (upsert this, remove that):
+   * waiting for the microtask queue to drain folds them into one push.
+   */
+  schedulePump(): void {
+    if (this.pumpScheduled) return;
+    this.pumpScheduled = true;
+    queueMicrotask(() => {
+      this.pumpScheduled = false;
+      this.pump();
+    });
+  }
+
+  /** Pushes what the router lacks, if nothing is outstanding. */
+  pump(): void {
+    if (this.outstanding !== undefined || this.outbox.closed || !this.cache.ready()) return;
+    const changes = this.cache.changesSince(this.ackedVersion);
+    if (changes === undefined || changes.version === this.nackedVersion) return;
+    const nonce = ++this.lastNonce;
+    this.outstanding = { nonce, version: changes.version, changeAtMs: changes.oldestChangeAtMs };
+    this.server.metrics.counts.pushes[changes.full ? "full" : "delta"]++;
+    this.outbox.push(
+      create(DiscoveryResponseSchema, {
+        versionInfo: changes.version,
+        nonce: String(nonce),
+        fullSnapshot: changes.full,
+        upserts: changes.upserts as DiscoveryResponse["upserts"],
+        removes: changes.removes as string[],
+      }),
+    );
+  }
+
+  private live(req: DiscoveryRequest): void {
+    const ls = req.liveSessions;
+    if (ls === undefined) return;
+    if (ls.sessionIds.length > this.server.maxLiveSessionsPerReport) {
+      throw this.server.violation(
+        Code.ResourceExhausted,
+        `live_sessions lists ${ls.sessionIds.length} sessions; at most ${this.server.maxLiveSessionsPerReport} per report`,
+      );
+    }
+    if (ls.sessionIds.some((id) => id.length === 0 || id.length > 253)) {
+      throw this.server.violation(
+        Code.InvalidArgument,
+        "live_sessions.session_ids must be 1-253 characters each",
+      );
+    }
+    this.liveSessions = ls.sessionIds.length;
+    this.server.emitLiveSessions({
+      routerId: this.routerId,
+      streamId: this.id,
+      identity: this.identity,
+      sessionIds: ls.sessionIds,
+    });
+  }
+}
