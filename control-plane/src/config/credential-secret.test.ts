@@ -1,0 +1,59 @@
+import { beforeAll, describe, expect, it } from "vitest";
+import { createCertificateAuthority, type KeyPairPem } from "../../../test/env/pki.js";
+import { ClusterConfigError } from "./cluster-config-error.js";
+import { parseCredentialSecret } from "./credential-secret.js";
+
+const b64 = (s: string) => Buffer.from(s).toString("base64");
+const jwt = b64("h") + "." + b64("p") + ".s";
+let pair: KeyPairPem;
+let other: KeyPairPem;
+beforeAll(async () => {
+  const ca = await createCertificateAuthority("unit");
+  pair = await ca.issue({ commonName: "a", usage: "client" });
+  other = await ca.issue({ commonName: "b", usage: "client" });
+});
+
+function fails(fn: () => unknown): ClusterConfigError {
+  try {
+    fn();
+  } catch (err) {
+    expect(err).toBeInstanceOf(ClusterConfigError);
+    expect((err as ClusterConfigError).code).toBe("SWITCHYARD_CLUSTER_SECRET_INVALID");
+    return err as ClusterConfigError;
+  }
+  throw new Error("expected a Secret error");
+}
+
+describe("parseCredentialSecret", () => {
+  it("reads each auth type's keys", () => {
+    expect(parseCredentialSecret("east", "bearerToken", { token: b64(jwt + "\n") })).toEqual({
+      authType: "bearerToken",
+      token: jwt,
+    });
+    expect(
+      parseCredentialSecret("on", "mtls", { "tls.crt": b64(pair.certPem), "tls.key": b64(pair.keyPem) }),
+    ).toMatchObject({ authType: "mtls" });
+    expect(parseCredentialSecret("eks", "eks", undefined)).toEqual({ authType: "eks" });
+  });
+
+  it("names the missing Secret, the missing key and the fix", () => {
+    expect(fails(() => parseCredentialSecret("east", "bearerToken", undefined)).message).toMatch(
+      /cluster "east": Secret switchyard-cluster-east: does not exist\. Fix: create Secret switchyard-cluster-east labelled switchyard.dev\/remote-cluster-credentials=true with key token/,
+    );
+    const e = fails(() => parseCredentialSecret("on", "mtls", { "tls.crt": b64(pair.certPem) }));
+    expect(e.field).toBe("Secret switchyard-cluster-on key tls.key");
+    expect(e.message).toMatch(/is missing \(authType mtls needs tls.crt and tls.key\)/);
+  });
+
+  it("rejects unusable material without echoing it", () => {
+    const e1 = fails(() => parseCredentialSecret("east", "bearerToken", { token: b64("s3cr3t-not-a-jwt") }));
+    expect(e1.message).toMatch(/is not a JWT/);
+    expect(e1.message).not.toContain("s3cr3t");
+    const e2 = fails(() =>
+      parseCredentialSecret("on", "mtls", { "tls.crt": b64(pair.certPem), "tls.key": b64(other.keyPem) }),
+    );
+    expect(e2.message).toMatch(/does not match the certificate/);
+    expect(e2.message).not.toContain("PRIVATE KEY");
+    fails(() => parseCredentialSecret("on", "mtls", { "tls.crt": b64("junk"), "tls.key": b64(pair.keyPem) }));
+  });
+});

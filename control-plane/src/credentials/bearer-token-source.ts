@@ -1,0 +1,176 @@
+// bearerToken auth: starts from the token in the cluster's Secret, reads its lifetime
+// from the JWT (exp − iat) and, `renewBeforeExpiryMs` before it expires, asks the
+// remote cluster for a new one through the TokenRequest API
+// (serviceaccounts/<sa>/token, authenticated with the current token) with the same
+// lifetime and audiences. Every request uses the newest token. A failed renewal is
+// retried with capped exponential backoff and shows in status() at once, while the old
+// token still works, so an operator sees the problem before the cluster is lost.
+import type { Logger } from "pino";
+import { pino } from "pino";
+import { systemClock, type Clock } from "./clock.js";
+import {
+  CredentialError,
+  describeError,
+  type CredentialSource,
+  type CredentialStatus,
+  type RenewalRecorder,
+  type RequestCredentials,
+} from "./credential-source.js";
+import { readServiceAccountClaims, type ServiceAccountTokenClaims } from "./jwt-claims.js";
+
+export interface TokenRequestInput {
+  namespace: string;
+  serviceAccount: string;
+  /** Requested lifetime in seconds (the original token's exp − iat). */
+  expirationSeconds: number;
+  audiences: string[];
+}
+
+export interface BearerTokenSourceOptions {
+  cluster: string;
+  /** The token from the Secret. */
+  initialToken: string;
+  /** Calls TokenRequest on the remote cluster (with this source's current token) and returns the new token. */
+  requestToken: (input: TokenRequestInput) => Promise<string>;
+  clock?: Clock;
+  /** Renew this long before expiry, in ms. Default: a fifth of the token's lifetime. */
+  renewBeforeExpiryMs?: number;
+  /** First retry delay after a failed renewal, in ms (default 1 000); doubles per failure. */
+  initialBackoffMs?: number;
+  /** Cap of the retry delay, in ms (default 60 000). */
+  maxBackoffMs?: number;
+  logger?: Logger;
+  recordRenewal?: RenewalRecorder;
+}
+
+export class BearerTokenSourceOptionsError extends Error {
+  readonly code = "SWITCHYARD_BEARER_TOKEN_OPTIONS";
+}
+
+export class BearerTokenSource implements CredentialSource {
+  readonly authType = "bearerToken" as const;
+  private token: string;
+  private claims: ServiceAccountTokenClaims;
+  private readonly clock: Clock;
+  private readonly logger: Logger;
+  private failures = 0;
+  private lastError: string | undefined;
+  private kick = new AbortController();
+
+  constructor(private readonly options: BearerTokenSourceOptions) {
+    if (!options.cluster) throw new BearerTokenSourceOptionsError("cluster is required");
+    if (typeof options.requestToken !== "function")
+      throw new BearerTokenSourceOptionsError("requestToken is required (the TokenRequest call)");
+    for (const k of ["renewBeforeExpiryMs", "initialBackoffMs", "maxBackoffMs"] as const) {
+      const v = options[k];
+      if (v !== undefined && !(Number.isFinite(v) && v > 0))
+        throw new BearerTokenSourceOptionsError(`${k} must be a positive number of milliseconds, got ${v}`);
+    }
+    this.clock = options.clock ?? systemClock;
+    this.logger = (options.logger ?? pino({ level: "silent" })).child({
+      cluster: options.cluster,
+      authType: "bearerToken",
+    });
+    this.token = options.initialToken;
+    this.claims = readServiceAccountClaims(options.initialToken);
+  }
+
+  /** Replaces the token (the Secret changed): it becomes current and renewal reschedules. */
+  replaceToken(token: string): void {
+    const claims = readServiceAccountClaims(token);
+    this.token = token;
+    this.claims = claims;
+    this.failures = 0;
+    this.lastError = undefined;
+    this.kick.abort();
+  }
+
+  async apply(opts: RequestCredentials): Promise<void> {
+    opts.headers = { ...(opts.headers ?? {}), Authorization: `Bearer ${this.token}` };
+  }
+
+  status(): CredentialStatus {
+    return {
+      authType: this.authType,
+      expiresAt: this.claims.exp * 1000,
+      obtainedAt: this.claims.iat * 1000,
+      failures: this.failures,
+      ...(this.lastError ? { error: this.lastError } : {}),
+    };
+  }
+
+  /** ms since epoch when the current token will be renewed. */
+  renewAt(): number {
+    const lifetimeMs = (this.claims.exp - this.claims.iat) * 1000;
+    const before = this.options.renewBeforeExpiryMs ?? lifetimeMs / 5;
+    return this.claims.exp * 1000 - Math.min(before, lifetimeMs);
+  }
+
+  async start(signal: AbortSignal): Promise<void> {
+    const initialBackoff = this.options.initialBackoffMs ?? 1_000;
+    const maxBackoff = this.options.maxBackoffMs ?? 60_000;
+    let backoff = initialBackoff;
+    while (!signal.aborted) {
+      const wait = this.failures === 0 ? this.renewAt() - this.clock.now() : backoff;
+      if (wait > 0 && !(await this.sleep(wait, signal))) {
+        // woken early: either stopped, or the token was replaced
+        backoff = initialBackoff;
+        continue;
+      }
+      if (signal.aborted) break;
+      try {
+        await this.renew();
+        backoff = initialBackoff;
+      } catch (err) {
+        this.failures++;
+        const expiresIn = Math.round((this.claims.exp * 1000 - this.clock.now()) / 1000);
+        this.lastError =
+          `token renewal via TokenRequest for serviceaccount ${this.claims.namespace}/${this.claims.serviceAccount} failed ` +
+          `(attempt ${this.failures}): ${describeError(err)}; ` +
+          (expiresIn > 0
+            ? `the current token expires in ${expiresIn}s`
+            : `the current token has expired; put a fresh token in the cluster's Secret`);
+        this.logger.warn(
+          { failures: this.failures, retryInMs: backoff, expiresInSeconds: expiresIn },
+          this.lastError,
+        );
+        this.options.recordRenewal?.(this.authType, "failure");
+        if (this.failures > 1) backoff = Math.min(backoff * 2, maxBackoff);
+      }
+    }
+  }
+
+  private async renew(): Promise<void> {
+    const c = this.claims;
+    const token = await this.options.requestToken({
+      namespace: c.namespace,
+      serviceAccount: c.serviceAccount,
+      expirationSeconds: c.exp - c.iat,
+      audiences: c.audiences,
+    });
+    const claims = readServiceAccountClaims(token);
+    if (claims.exp * 1000 <= this.clock.now())
+      throw new CredentialError(
+        "SWITCHYARD_CREDENTIAL_RENEWAL_FAILED",
+        "TokenRequest returned an already expired token",
+      );
+    this.token = token;
+    this.claims = claims;
+    this.failures = 0;
+    this.lastError = undefined;
+    this.logger.info({ expiresAt: new Date(claims.exp * 1000).toISOString() }, "bearer token renewed");
+    this.options.recordRenewal?.(this.authType, "success");
+  }
+
+  /** Sleeps on the clock; false when woken early by stop or replaceToken. */
+  private async sleep(ms: number, signal: AbortSignal): Promise<boolean> {
+    if (this.kick.signal.aborted) this.kick = new AbortController();
+    try {
+      await this.clock.sleep(ms, AbortSignal.any([signal, this.kick.signal]));
+      return true;
+    } catch {
+      if (this.kick.signal.aborted) this.kick = new AbortController();
+      return false;
+    }
+  }
+}

@@ -1,0 +1,119 @@
+// Prometheus metrics of the cluster registry, on a per-instance Registry: remote
+// cluster connectivity, health-check latency, credential renewals/failures by auth
+// type, credential expiry, and leadership. Counters are plain numbers published at
+// scrape; gauges read the registry's current state at scrape. Labels are bounded: the
+// configured cluster names, the three auth types, two outcomes.
+import { Counter, Gauge, Histogram, Registry } from "prom-client";
+import type { AuthType } from "../config/cluster-config.js";
+
+export interface ClusterMetricState {
+  cluster: string;
+  authType: AuthType;
+  connected: boolean;
+  /** Credential expiry, ms since epoch, when known. */
+  credentialExpiresAt?: number;
+}
+
+export class ClusterRegistryMetrics {
+  readonly registry: Registry;
+  private readonly renewals = new Map<string, number>();
+  private readonly statusWrites = { success: 0, failure: 0 };
+  private readonly checkDuration: Histogram<"cluster">;
+  private state: () => { clusters: ClusterMetricState[]; leader: boolean } = () => ({
+    clusters: [],
+    leader: false,
+  });
+
+  constructor(registry: Registry = new Registry()) {
+    this.registry = registry;
+    // collect() runs with `this` bound to the metric, so read our state through a closure.
+    const state = () => this.state();
+    const renewals = this.renewals;
+    new Gauge({
+      name: "switchyard_remote_cluster_connected",
+      help: "1 when the last health check of the remote cluster succeeded, else 0.",
+      labelNames: ["cluster", "auth_type"],
+      registers: [registry],
+      collect() {
+        this.reset();
+        for (const c of state().clusters)
+          this.set({ cluster: c.cluster, auth_type: c.authType }, c.connected ? 1 : 0);
+      },
+    });
+    new Gauge({
+      name: "switchyard_remote_credential_expiry_timestamp_seconds",
+      help: "When the credential in use for the remote cluster expires (unix seconds).",
+      labelNames: ["cluster", "auth_type"],
+      registers: [registry],
+      collect() {
+        this.reset();
+        for (const c of state().clusters)
+          if (c.credentialExpiresAt !== undefined)
+            this.set({ cluster: c.cluster, auth_type: c.authType }, Math.floor(c.credentialExpiresAt / 1000));
+      },
+    });
+    new Counter({
+      name: "switchyard_remote_credential_renewals_total",
+      help: "Credential renewals (bearer TokenRequest, EKS token minting) by auth type and outcome.",
+      labelNames: ["auth_type", "outcome"],
+      registers: [registry],
+      collect() {
+        this.reset();
+        for (const [key, n] of renewals) {
+          const [auth_type, outcome] = key.split("/") as [string, string];
+          this.inc({ auth_type, outcome }, n);
+        }
+      },
+    });
+    const statusWrites = this.statusWrites;
+    new Counter({
+      name: "switchyard_operator_status_writes_total",
+      help: "Writes of SwitchyardOperator spec/status by this replica (only the leader writes).",
+      labelNames: ["outcome"],
+      registers: [registry],
+      collect() {
+        this.reset();
+        this.inc({ outcome: "success" }, statusWrites.success);
+        this.inc({ outcome: "failure" }, statusWrites.failure);
+      },
+    });
+    new Gauge({
+      name: "switchyard_control_plane_leader",
+      help: "1 while this control-plane replica holds the leader lease.",
+      registers: [registry],
+      collect() {
+        this.set(state().leader ? 1 : 0);
+      },
+    });
+    this.checkDuration = new Histogram({
+      name: "switchyard_remote_cluster_check_duration_seconds",
+      help: "Round trip of a remote cluster health check (its /version call).",
+      labelNames: ["cluster"],
+      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+      registers: [registry],
+    });
+  }
+
+  /** Where gauges read current state at scrape. */
+  setStateProvider(fn: () => { clusters: ClusterMetricState[]; leader: boolean }): void {
+    this.state = fn;
+  }
+
+  recordRenewal = (authType: AuthType, outcome: "success" | "failure"): void => {
+    const key = `${authType}/${outcome}`;
+    this.renewals.set(key, (this.renewals.get(key) ?? 0) + 1);
+  };
+
+  recordStatusWrite(outcome: "success" | "failure"): void {
+    this.statusWrites[outcome]++;
+  }
+
+  /** Status writes so far, by outcome. */
+  statusWriteCount(): { success: number; failure: number } {
+    return { ...this.statusWrites };
+  }
+
+  observeCheck(cluster: string, seconds: number): void {
+    this.checkDuration.observe({ cluster }, seconds);
+  }
+}
