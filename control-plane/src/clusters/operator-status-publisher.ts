@@ -61,6 +61,9 @@ export function connectedClusterEntry(h: ClusterHealth): ConnectedCluster {
         : {}),
     lastCheck: new Date(h.lastCheck).toISOString(),
     ...(h.latencyMs !== undefined ? { latencyMs: Math.max(0, Math.round(h.latencyMs)) } : {}),
+    ...(h.credential?.expiresAt !== undefined
+      ? { credentialExpiresAt: new Date(h.credential.expiresAt).toISOString() }
+      : {}),
   };
 }
 

@@ -201,6 +201,9 @@ describe("cluster registry", () => {
     const byName = Object.fromEntries(op.status!.connectedClusters!.map((c) => [c.name, c]));
     expect(byName.east!.connected).toMatchObject({ kubernetesVersion: "v1.36.3", operatorVersion: "0.1.0" });
     expect(byName.onprem!.latencyMs).toBeGreaterThanOrEqual(0);
+    // Expiry of the credential in use: the bearer token's exp and the client certificate's notAfter.
+    expect(Date.parse(byName.east!.credentialExpiresAt!)).toBeGreaterThan(Date.now());
+    expect(Date.parse(byName.onprem!.credentialExpiresAt!)).toBeGreaterThan(Date.now());
     expect(Date.parse(byName.eks!.lastCheck)).toBeGreaterThan(Date.now() - 60_000);
     expect(byName.west!.error).toMatch(/tls\.key/);
     const ready = op.status!.conditions!.find((c) => c.type === "RemoteClustersReady")!;
