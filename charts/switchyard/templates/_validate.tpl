@@ -1,0 +1,180 @@
+{{/*
+Install-time enforcement of DESIGN §1 and of the rules between values. values.schema.json checks
+types; this checks meaning. Each rule mirrors control-plane/src/config/cluster-config.ts (same
+field paths under "multiCluster.", same problem and fix text) so an operator sees the same error
+from `helm install` as from a control plane that started with a hand-edited ConfigMap. Every
+problem is collected and reported at once, like the control plane does.
+*/}}
+{{- define "switchyard.validate" -}}
+{{- $errs := list -}}
+{{- $label := "^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$" -}}
+{{- $labelFix := "use lowercase letters, digits and '-', at most 63 characters, starting and ending with a letter or digit" -}}
+{{- $authTypes := list "bearerToken" "eks" "mtls" -}}
+{{- $mc := .Values.multiCluster -}}
+{{- $mode := include "switchyard.controlPlane.mode" . -}}
+
+{{- /* ---- multiCluster (DESIGN §1) ---- */ -}}
+{{- $clusterName := "" -}}
+{{- if not $mc.clusterName -}}
+  {{- if $mc.enabled -}}
+    {{- $errs = append $errs "multiCluster.clusterName: is required. Fix: set clusterName to this (the Primary) cluster's name, e.g. primary" -}}
+  {{- end -}}
+{{- else if not (regexMatch $label $mc.clusterName) -}}
+  {{- $errs = append $errs (printf "multiCluster.clusterName: %q is not an RFC 1123 label. Fix: %s" $mc.clusterName $labelFix) -}}
+{{- else -}}
+  {{- $clusterName = $mc.clusterName -}}
+{{- end -}}
+
+{{- if $mc.enabled -}}
+{{- $clusters := $mc.clusters | default dict -}}
+{{- $marked := list -}}
+{{- range $name := keys $clusters | sortAlpha -}}
+  {{- $c := get $clusters $name | default dict -}}
+  {{- $at := printf "multiCluster.clusters.%s" $name -}}
+  {{- if not (regexMatch $label $name) -}}
+    {{- $errs = append $errs (printf "%s: %q is not an RFC 1123 label. Fix: rename the key: lowercase letters, digits and '-', at most 63 characters, starting and ending with a letter or digit" $at $name) -}}
+  {{- else if eq $name $clusterName -}}
+    {{- $errs = append $errs (printf "%s: names the Primary itself. Fix: remove it from clusters; the Primary is reached in-cluster, and defaultCluster: %s makes it the Default" $at $name) -}}
+  {{- else -}}
+    {{- $authType := $c.authType | default "" -}}
+    {{- if not $authType -}}
+      {{- $errs = append $errs (printf "%s.authType: is required (there is no default). Fix: set authType to one of %s" $at (join ", " $authTypes)) -}}
+    {{- else if not (has $authType $authTypes) -}}
+      {{- $errs = append $errs (printf "%s.authType: %q is not supported. Fix: set authType to one of %s (case matters)" $at $authType (join ", " $authTypes)) -}}
+      {{- $authType = "" -}}
+    {{- end -}}
+
+    {{- $server := $c.server | default "" -}}
+    {{- if not $server -}}
+      {{- $errs = append $errs (printf "%s.server: is required. Fix: set server to the API server URL, e.g. https://api.east.example.com:6443" $at) -}}
+    {{- else if not (regexMatch "^https://[^\\s/?#]+(/[^\\s]*)?$" $server) -}}
+      {{- $errs = append $errs (printf "%s.server: %q is not an https URL. Fix: set server to https://<host>[:port]" $at $server) -}}
+      {{- $server = "" -}}
+    {{- end -}}
+
+    {{- if not $c.caData -}}
+      {{- if eq $authType "eks" -}}
+        {{- $errs = append $errs (printf "%s.caData: is required for authType eks. Fix: set caData to the base64 CA bundle (aws eks describe-cluster --query cluster.certificateAuthority.data)" $at) -}}
+      {{- end -}}
+    {{- else if not (contains "-----BEGIN CERTIFICATE-----" (b64dec $c.caData)) -}}
+      {{- $errs = append $errs (printf "%s.caData: is not a base64-encoded PEM certificate. Fix: set caData to base64 of the CA's PEM (as in a kubeconfig's certificate-authority-data)" $at) -}}
+    {{- end -}}
+
+    {{- $region := $c.region | default "" -}}
+    {{- if and $region (not (regexMatch "^[a-z]{2}(-gov)?-[a-z]+-[0-9]$" $region)) -}}
+      {{- $errs = append $errs (printf "%s.region: %q is not an AWS region. Fix: set region like eu-north-1" $at $region) -}}
+      {{- $region = "" -}}
+    {{- end -}}
+    {{- if and (eq $authType "eks") (not $region) $server (not (regexMatch "^https://[a-z0-9]+\\.[a-z0-9]+\\.[a-z]{2}(-gov)?-[a-z]+-[0-9]\\.eks\\.amazonaws\\.com(:[0-9]+)?(/.*)?$" $server)) -}}
+      {{- $errs = append $errs (printf "%s.region: is required for authType eks when server is not an *.eks.amazonaws.com endpoint. Fix: set region to the cluster's AWS region (STS is called in that region)" $at) -}}
+    {{- end -}}
+
+    {{- if and $c.namespace (not (regexMatch $label $c.namespace)) -}}
+      {{- $errs = append $errs (printf "%s.namespace: %q is not a namespace name. Fix: use an RFC 1123 label" $at $c.namespace) -}}
+    {{- end -}}
+
+    {{- /* Credentials carried in values become Secret switchyard-cluster-<name> (credential-secret.ts). */ -}}
+    {{- if $c.token -}}
+      {{- if and $authType (ne $authType "bearerToken") -}}
+        {{- $errs = append $errs (printf "%s.token: is only used with authType bearerToken (this cluster is %s). Fix: remove token, or set authType: bearerToken" $at $authType) -}}
+      {{- else if ne (len (splitList "." (trim $c.token))) 3 -}}
+        {{- $errs = append $errs (printf "%s.token: is not a JWT. Fix: store a ServiceAccount token (kubectl create token switchyard-primary -n <ns> --duration=24h)" $at) -}}
+      {{- end -}}
+    {{- end -}}
+    {{- if $c.tls -}}
+      {{- if and $authType (ne $authType "mtls") -}}
+        {{- $errs = append $errs (printf "%s.tls: is only used with authType mtls (this cluster is %s). Fix: remove tls, or set authType: mtls" $at $authType) -}}
+      {{- else if not (and $c.tls.cert $c.tls.key) -}}
+        {{- $errs = append $errs (printf "%s.tls: needs both cert and key. Fix: set tls.cert and tls.key (PEM), or neither and create Secret switchyard-cluster-%s yourself" $at $name) -}}
+      {{- else -}}
+        {{- if not (contains "-----BEGIN CERTIFICATE-----" $c.tls.cert) -}}
+          {{- $errs = append $errs (printf "%s.tls.cert: is not a PEM certificate. Fix: store the PEM client certificate" $at) -}}
+        {{- end -}}
+        {{- if not (regexMatch "-----BEGIN ([A-Z]+ )?PRIVATE KEY-----" $c.tls.key) -}}
+          {{- $errs = append $errs (printf "%s.tls.key: is not a PEM private key. Fix: store the PEM private key" $at) -}}
+        {{- end -}}
+      {{- end -}}
+    {{- end -}}
+    {{- /* Like the control plane, only a cluster with a valid authType counts as marked. */ -}}
+    {{- if and $c.isDefault $authType -}}{{- $marked = append $marked $name -}}{{- end -}}
+  {{- end -}}
+{{- end -}}
+
+{{- /* The Default cluster: defaultCluster, or the one cluster marked isDefault. */ -}}
+{{- if gt (len $marked) 1 -}}
+  {{- $errs = append $errs (printf "multiCluster.clusters.%s.isDefault: more than one cluster is marked isDefault (%s). Fix: mark exactly one cluster isDefault, or set defaultCluster instead" (index $marked 1) (join ", " $marked)) -}}
+{{- end -}}
+{{- $default := $mc.defaultCluster | default "" -}}
+{{- if $default -}}
+  {{- if and (eq (len $marked) 1) (ne (index $marked 0) $default) -}}
+    {{- $errs = append $errs (printf "multiCluster.clusters.%s.isDefault: contradicts defaultCluster: %s. Fix: remove isDefault or make defaultCluster name the same cluster" (index $marked 0) $default) -}}
+  {{- end -}}
+{{- else if eq (len $marked) 1 -}}
+  {{- $default = index $marked 0 -}}
+{{- end -}}
+{{- $configured := keys $clusters | sortAlpha -}}
+{{- $candidates := $configured -}}
+{{- if and $clusterName (not $mc.managementOnly) -}}{{- $candidates = prepend $configured $clusterName -}}{{- end -}}
+{{- if not $default -}}
+  {{- if $mc.managementOnly -}}
+    {{- $errs = append $errs "multiCluster.defaultCluster: is required when multi-cluster is enabled. Fix: set defaultCluster to one of the remote clusters" -}}
+  {{- else -}}
+    {{- $errs = append $errs (printf "multiCluster.defaultCluster: is required when multi-cluster is enabled. Fix: set defaultCluster to one of: %s" (join ", " $candidates)) -}}
+  {{- end -}}
+{{- else if and (eq $default $clusterName) $clusterName -}}
+  {{- if $mc.managementOnly -}}
+    {{- $errs = append $errs (printf "multiCluster.defaultCluster: names the Primary %q, which is managementOnly and hosts no sessions. Fix: set defaultCluster to one of the remote clusters (%s), or set managementOnly: false" $clusterName (join ", " $configured | default "none configured")) -}}
+  {{- end -}}
+{{- else if not (has $default $configured) -}}
+  {{- $errs = append $errs (printf "multiCluster.defaultCluster: %q is not a configured cluster. Fix: set defaultCluster to one of: %s" $default (join ", " $candidates)) -}}
+{{- end -}}
+{{- if and $mc.managementOnly (eq (len $configured) 0) -}}
+  {{- $errs = append $errs "multiCluster.clusters: is empty but managementOnly is true. Fix: add at least one workload cluster" -}}
+{{- end -}}
+{{- if eq $mode "member" -}}
+  {{- $errs = append $errs "controlPlane.mode: member cannot orchestrate (multiCluster.enabled is true). Fix: set controlPlane.mode to primary or both (or leave it empty), or set multiCluster.enabled=false" -}}
+{{- end -}}
+{{- if and (eq $mode "primary") (not $mc.managementOnly) -}}
+  {{- $errs = append $errs "controlPlane.mode: primary hosts no child session, but multiCluster.managementOnly is false. Fix: set controlPlane.mode to both (or leave it empty), or set multiCluster.managementOnly=true" -}}
+{{- end -}}
+{{- end -}}
+
+{{- /* ---- member side (DESIGN §6) ---- */ -}}
+{{- if and .Values.multiClusterMemberIamGroup (not .Values.multiClusterMember) -}}
+  {{- $errs = append $errs "multiClusterMemberIamGroup: is set but multiClusterMember is false. Fix: set multiClusterMember=true, or remove multiClusterMemberIamGroup" -}}
+{{- end -}}
+{{- if and .Values.multiClusterMember (eq $mode "primary") -}}
+  {{- $errs = append $errs "controlPlane.mode: primary does not serve child sessions, but multiClusterMember is true. Fix: set controlPlane.mode to member or both (or leave it empty)" -}}
+{{- end -}}
+
+{{- /* ---- control plane ---- */ -}}
+{{- $le := .Values.controlPlane.leaderElection -}}
+{{- if not (and (lt (int $le.retryPeriodSeconds) (int $le.renewDeadlineSeconds)) (lt (int $le.renewDeadlineSeconds) (int $le.leaseDurationSeconds))) -}}
+  {{- $errs = append $errs (printf "controlPlane.leaderElection: need retryPeriodSeconds (%d) < renewDeadlineSeconds (%d) < leaseDurationSeconds (%d). Fix: e.g. 2 < 10 < 15" (int $le.retryPeriodSeconds) (int $le.renewDeadlineSeconds) (int $le.leaseDurationSeconds)) -}}
+{{- end -}}
+{{- if eq (int .Values.controlPlane.grpcPort) (int .Values.controlPlane.metricsPort) -}}
+  {{- $errs = append $errs "controlPlane.metricsPort: equals controlPlane.grpcPort. Fix: give them different ports" -}}
+{{- end -}}
+
+{{- /* ---- router ---- */ -}}
+{{- $as := .Values.router.autoscaling -}}
+{{- if and $as.enabled (gt (int $as.minReplicas) (int $as.maxReplicas)) -}}
+  {{- $errs = append $errs (printf "router.autoscaling.minReplicas: %d is above maxReplicas %d. Fix: set minReplicas <= maxReplicas" (int $as.minReplicas) (int $as.maxReplicas)) -}}
+{{- end -}}
+{{- with .Values.router.endpoint -}}
+  {{- if not (regexMatch "^wss://[^\\s/?#]+(/[^\\s]*)?$" .) -}}
+    {{- $errs = append $errs (printf "router.endpoint: %q is not a wss:// URL. Fix: set router.endpoint to the routers' external URL, e.g. wss://switchyard.example.com" .) -}}
+  {{- end -}}
+{{- end -}}
+
+{{- /* ---- sessions allow-list ---- */ -}}
+{{- range $i, $ns := .Values.sessions.allowedNamespaces -}}
+  {{- if not (regexMatch $label $ns) -}}
+    {{- $errs = append $errs (printf "sessions.allowedNamespaces[%d]: %q is not a namespace name. Fix: use an RFC 1123 label" $i $ns) -}}
+  {{- end -}}
+{{- end -}}
+
+{{- if $errs -}}
+{{- fail (printf "\nswitchyard values are invalid (%d problem%s):\n  - %s" (len $errs) (ternary "" "s" (eq (len $errs) 1)) (join "\n  - " $errs)) -}}
+{{- end -}}
+{{- end -}}

@@ -1,0 +1,485 @@
+// `helm install` of charts/switchyard into real API servers from test/env (no kubelet, so no
+// --wait and no pods): CRDs become Established; RBAC, ConfigMap and credential Secrets exist; the
+// real authorizer (SubjectAccessReview, and real tokens) proves the router can do nothing, the
+// control plane only what it needs, and a member install grants a Primary's identity exactly the
+// two roles, to a group when asked; `helm upgrade` of router.replicas touches only the router.
+import {
+  ApiextensionsV1Api,
+  AppsV1Api,
+  AuthenticationV1Api,
+  AuthorizationV1Api,
+  CoreV1Api,
+  KubeConfig,
+  KubernetesObjectApi,
+  RbacAuthorizationV1Api,
+  VersionApi,
+  type V1ResourceAttributes,
+} from "@kubernetes/client-node";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { parseClusterConfig } from "../../../control-plane/src/config/cluster-config.js";
+import {
+  createCertificateAuthority,
+  startClusterSet,
+  type ClusterSet,
+  type TestCluster,
+} from "../../env/index.js";
+import { chartDir, Helm, parseManifests, type Manifest } from "./helm-cli.js";
+
+const NS = "switchyard";
+const CP_SA = `system:serviceaccount:${NS}:switchyard-control-plane`;
+const ROUTER_SA = `system:serviceaccount:${NS}:switchyard-router`;
+const MEMBER_GROUP = "eks:switchyard-primaries";
+const jwt = ["eyJhbGciOiJSUzI1NiJ9", Buffer.from('{"iat":1,"exp":3601}').toString("base64url"), "c2ln"].join(
+  ".",
+);
+
+let set: ClusterSet;
+let helm: Helm;
+let primary: TestCluster;
+let east: TestCluster;
+
+beforeAll(async () => {
+  [helm, set] = await Promise.all([
+    Helm.create(),
+    startClusterSet({ clusters: ["primary", "east"], controllerManager: false }),
+  ]);
+  primary = set.get("primary");
+  east = set.get("east");
+});
+
+afterAll(async () => {
+  helm?.close();
+  await set?.stop();
+});
+
+async function install(
+  cluster: TestCluster,
+  release: string,
+  namespace: string,
+  values: object,
+  verb: "install" | "upgrade" = "install",
+): Promise<void> {
+  const args = [
+    verb,
+    release,
+    chartDir,
+    "--namespace",
+    namespace,
+    "--kubeconfig",
+    cluster.adminKubeconfigPath,
+  ];
+  const r = await helm.run(
+    verb === "install" ? [...args, "--create-namespace"] : [...args, "--reuse-values"],
+    [values],
+  );
+  expect(r.code, `helm ${verb} failed:\n${r.stderr}`).toBe(0);
+}
+
+async function createNamespaces(cluster: TestCluster, names: string[]): Promise<void> {
+  const core = cluster.kubeConfig().makeApiClient(CoreV1Api);
+  for (const name of names) await core.createNamespace({ body: { metadata: { name } } });
+}
+
+/** Asks the cluster's real authorizer whether `user` (with `groups`) may do `attrs`. */
+async function can(
+  cluster: TestCluster,
+  user: string,
+  attrs: V1ResourceAttributes,
+  groups?: string[],
+): Promise<boolean> {
+  const authz = cluster.kubeConfig().makeApiClient(AuthorizationV1Api);
+  const sar = await authz.createSubjectAccessReview({
+    body: {
+      apiVersion: "authorization.k8s.io/v1",
+      kind: "SubjectAccessReview",
+      spec: {
+        user,
+        groups:
+          groups ??
+          (user.startsWith("system:serviceaccount:")
+            ? [
+                "system:serviceaccounts",
+                `system:serviceaccounts:${user.split(":")[2]}`,
+                "system:authenticated",
+              ]
+            : ["system:authenticated"]),
+        resourceAttributes: attrs,
+      },
+    },
+  });
+  return sar.status?.allowed === true;
+}
+
+type Check = [attrs: V1ResourceAttributes, allowed: boolean];
+const sd = "switchyard.dev";
+
+async function expectAccess(
+  cluster: TestCluster,
+  user: string,
+  checks: Check[],
+  groups?: string[],
+): Promise<void> {
+  const got = await Promise.all(checks.map(async ([a]) => can(cluster, user, a, groups)));
+  const wrong = checks
+    .map(([a, want], i) => ({ a, want, got: got[i] }))
+    .filter((c) => c.want !== c.got)
+    .map((c) => `${c.want ? "denied" : "ALLOWED"}: ${JSON.stringify(c.a)}`);
+  expect(wrong, `${user} has the wrong permissions`).toEqual([]);
+}
+
+function bearerKubeConfig(cluster: TestCluster, token: string): KubeConfig {
+  const kc = new KubeConfig();
+  kc.loadFromOptions({
+    clusters: [
+      { name: cluster.name, server: cluster.server, caData: Buffer.from(cluster.caPem).toString("base64") },
+    ],
+    users: [{ name: "token", token }],
+    contexts: [{ name: "ctx", cluster: cluster.name, user: "token" }],
+    currentContext: "ctx",
+  });
+  return kc;
+}
+
+async function releaseObjects(cluster: TestCluster, release: string, namespace: string): Promise<Manifest[]> {
+  const r = await helm.run([
+    "get",
+    "manifest",
+    release,
+    "--namespace",
+    namespace,
+    "--kubeconfig",
+    cluster.adminKubeconfigPath,
+  ]);
+  expect(r.code, r.stderr).toBe(0);
+  return parseManifests(r.stdout);
+}
+
+/** resourceVersion of every object of a release, read from the API server. */
+async function resourceVersions(
+  cluster: TestCluster,
+  objects: readonly Manifest[],
+): Promise<Map<string, string>> {
+  const kc = cluster.kubeConfig();
+  const api = KubernetesObjectApi.makeApiClient(kc);
+  const out = new Map<string, string>();
+  for (const o of objects) {
+    const live = await api.read({
+      apiVersion: o.apiVersion,
+      kind: o.kind,
+      metadata: { name: o.metadata.name, namespace: o.metadata.namespace },
+    });
+    out.set(`${o.kind}/${o.metadata.namespace ?? ""}/${o.metadata.name}`, live.metadata!.resourceVersion!);
+  }
+  return out;
+}
+
+describe("Primary install", () => {
+  let mtlsCert: { certPem: string; keyPem: string };
+  beforeAll(async () => {
+    await createNamespaces(primary, ["team-a", "team-b"]);
+    const ca = await createCertificateAuthority("remote-ca");
+    mtlsCert = await ca.issue({ commonName: "switchyard-primary", usage: "client" });
+    await install(primary, "sy", NS, {
+      multiCluster: {
+        enabled: true,
+        clusterName: "primary",
+        defaultCluster: "east",
+        clusters: {
+          east: {
+            authType: "bearerToken",
+            server: east.server,
+            caData: Buffer.from(east.caPem).toString("base64"),
+            token: jwt,
+          },
+          south: {
+            authType: "mtls",
+            server: "https://south.example.com",
+            tls: { cert: mtlsCert.certPem, key: mtlsCert.keyPem },
+          },
+          north: { authType: "bearerToken", server: "https://north.example.com" },
+        },
+      },
+      sessions: { allowedNamespaces: ["team-a"] },
+    });
+  });
+
+  it("creates the CRDs and they become Established", async () => {
+    const ext = primary.kubeConfig().makeApiClient(ApiextensionsV1Api);
+    const names = [
+      "clustersessions.switchyard.dev",
+      "multiclustersessions.switchyard.dev",
+      "switchyardoperators.switchyard.dev",
+    ];
+    const deadline = Date.now() + 30_000;
+    for (const name of names) {
+      for (;;) {
+        const crd = await ext.readCustomResourceDefinition({ name });
+        if (crd.status?.conditions?.some((c) => c.type === "Established" && c.status === "True")) break;
+        if (Date.now() > deadline) throw new Error(`CRD ${name} never became Established`);
+        await new Promise((r) => setTimeout(r, 200));
+      }
+    }
+  });
+
+  it("creates the configuration ConfigMap and the credential Secrets from values", async () => {
+    const core = primary.kubeConfig().makeApiClient(CoreV1Api);
+    const cm = await core.readNamespacedConfigMap({ name: "switchyard-clusters", namespace: NS });
+    const cfg = parseClusterConfig(cm.data!["clusters-config.yaml"]!);
+    expect(cfg.remotes.map((r) => [r.name, r.authType])).toEqual([
+      ["east", "bearerToken"],
+      ["north", "bearerToken"],
+      ["south", "mtls"],
+    ]);
+    const secrets = await core.listNamespacedSecret({
+      namespace: NS,
+      labelSelector: "switchyard.dev/remote-cluster-credentials=true",
+    });
+    expect(secrets.items.map((s) => s.metadata!.name).sort()).toEqual([
+      "switchyard-cluster-east",
+      "switchyard-cluster-south",
+    ]);
+  });
+
+  it("the router ServiceAccount can do nothing at all", async () => {
+    const nothing: Check[] = [
+      [{ verb: "get", resource: "pods", namespace: NS }, false],
+      [{ verb: "list", resource: "pods" }, false],
+      [{ verb: "get", resource: "secrets", namespace: NS }, false],
+      [{ verb: "list", resource: "configmaps", namespace: NS }, false],
+      [{ verb: "create", group: "authentication.k8s.io", resource: "tokenreviews" }, false],
+      [{ verb: "get", group: sd, resource: "clustersessions", namespace: "team-a" }, false],
+      [{ verb: "list", group: sd, resource: "multiclustersessions" }, false],
+      [{ verb: "get", group: sd, resource: "switchyardoperators", name: "operator" }, false],
+      [{ verb: "get", group: "coordination.k8s.io", resource: "leases", namespace: NS }, false],
+      [
+        {
+          verb: "create",
+          resource: "serviceaccounts",
+          subresource: "token",
+          name: "switchyard-router",
+          namespace: NS,
+        },
+        false,
+      ],
+      [{ verb: "*", group: "*", resource: "*" }, false],
+    ];
+    await expectAccess(primary, ROUTER_SA, nothing);
+    const roles = primary.kubeConfig().makeApiClient(RbacAuthorizationV1Api);
+    const bindings = [
+      ...(await roles.listClusterRoleBinding()).items,
+      ...(await roles.listRoleBindingForAllNamespaces()).items,
+    ];
+    expect(bindings.filter((b) => b.subjects?.some((s) => s.name === "switchyard-router"))).toEqual([]);
+  });
+
+  it("a token of the route-discovery audience is refused by the API server and accepted by TokenReview for that audience", async () => {
+    const admin = primary.kubeConfig();
+    const core = admin.makeApiClient(CoreV1Api);
+    const tr = await core.createNamespacedServiceAccountToken({
+      name: "switchyard-router",
+      namespace: NS,
+      body: { spec: { audiences: ["switchyard-route-discovery"], expirationSeconds: 3600 } },
+    });
+    const token = tr.status!.token;
+    // Against the API server (audience = its issuer): 401 even for the unauthenticated-readable /version.
+    const asRouter = bearerKubeConfig(primary, token).makeApiClient(VersionApi);
+    const err = await asRouter.getCode().then(
+      () => undefined,
+      (e: unknown) => e as { code?: number },
+    );
+    expect(err?.code).toBe(401);
+    // The control plane's TokenReview with the dedicated audience accepts it as the router SA.
+    const review = await admin.makeApiClient(AuthenticationV1Api).createTokenReview({
+      body: { spec: { token, audiences: ["switchyard-route-discovery"] } },
+    });
+    expect(review.status?.authenticated).toBe(true);
+    expect(review.status?.user?.username).toBe(ROUTER_SA);
+  });
+
+  it("the control-plane ServiceAccount can do what it needs and nothing more", async () => {
+    await expectAccess(primary, CP_SA, [
+      // Needs.
+      [{ verb: "watch", group: sd, resource: "multiclustersessions" }, true],
+      [{ verb: "create", group: sd, resource: "clustersessions", namespace: "team-a" }, true],
+      [
+        {
+          verb: "patch",
+          group: sd,
+          resource: "multiclustersessions",
+          subresource: "status",
+          namespace: "team-a",
+        },
+        true,
+      ],
+      [
+        {
+          verb: "update",
+          group: sd,
+          resource: "switchyardoperators",
+          subresource: "status",
+          name: "operator",
+        },
+        true,
+      ],
+      [{ verb: "list", resource: "pods" }, true],
+      [{ verb: "watch", group: "apps", resource: "deployments" }, true],
+      [{ verb: "patch", group: "apps", resource: "deployments", namespace: "team-a" }, true],
+      [{ verb: "create", group: "authentication.k8s.io", resource: "tokenreviews" }, true],
+      [{ verb: "update", group: "coordination.k8s.io", resource: "leases", namespace: NS }, true],
+      [{ verb: "watch", resource: "secrets", namespace: NS }, true],
+      [{ verb: "watch", resource: "configmaps", namespace: NS }, true],
+      [{ verb: "create", resource: "secrets", namespace: "team-a" }, true],
+      [{ verb: "get", resource: "secrets", namespace: "team-a" }, true],
+      // Nothing more.
+      [{ verb: "get", resource: "secrets", namespace: "kube-system" }, false],
+      [{ verb: "get", resource: "secrets", namespace: "team-b" }, false],
+      [{ verb: "list", resource: "secrets" }, false],
+      [{ verb: "list", resource: "secrets", namespace: "team-a" }, false],
+      [{ verb: "delete", resource: "secrets", namespace: NS }, false],
+      [{ verb: "update", resource: "configmaps", namespace: NS }, false],
+      [{ verb: "get", group: "coordination.k8s.io", resource: "leases", namespace: "kube-system" }, false],
+      [{ verb: "create", resource: "pods", namespace: "team-a" }, false],
+      [{ verb: "delete", group: "apps", resource: "deployments", namespace: "team-a" }, false],
+      [{ verb: "update", group: "apps", resource: "deployments", namespace: "team-a" }, false],
+      [{ verb: "create", group: "apps", resource: "deployments", namespace: "team-a" }, false],
+      [{ verb: "delete", resource: "namespaces", name: "team-a" }, false],
+      [
+        {
+          verb: "create",
+          resource: "serviceaccounts",
+          subresource: "token",
+          name: "switchyard-router",
+          namespace: NS,
+        },
+        false,
+      ],
+      [{ verb: "create", group: "rbac.authorization.k8s.io", resource: "clusterrolebindings" }, false],
+      [
+        {
+          verb: "update",
+          group: "apiextensions.k8s.io",
+          resource: "customresourcedefinitions",
+          name: "clustersessions.switchyard.dev",
+        },
+        false,
+      ],
+      [
+        {
+          verb: "get",
+          group: "apiextensions.k8s.io",
+          resource: "customresourcedefinitions",
+          name: "clustersessions.switchyard.dev",
+        },
+        true,
+      ],
+    ]);
+  });
+
+  it("helm upgrade of router.replicas changes only the router Deployment", async () => {
+    const before = await releaseObjects(primary, "sy", NS);
+    const rvBefore = await resourceVersions(primary, before);
+    await install(primary, "sy", NS, { router: { replicas: 4 } }, "upgrade");
+    const after = await releaseObjects(primary, "sy", NS);
+    expect(after.map((o) => `${o.kind}/${o.metadata.name}`).sort()).toEqual(
+      before.map((o) => `${o.kind}/${o.metadata.name}`).sort(),
+    );
+    const rvAfter = await resourceVersions(primary, after);
+    const changed = [...rvAfter].filter(([k, v]) => rvBefore.get(k) !== v).map(([k]) => k);
+    expect(changed).toEqual([`Deployment/${NS}/switchyard-router`]);
+    const router = await primary
+      .kubeConfig()
+      .makeApiClient(AppsV1Api)
+      .readNamespacedDeployment({ name: "switchyard-router", namespace: NS });
+    expect(router.spec?.replicas).toBe(4);
+  });
+});
+
+describe("member install", () => {
+  const opsRole = "switchyard-member-operations";
+  const sessionsRole = "switchyard-member-sessions";
+  const memberChecks: Check[] = [
+    [{ verb: "create", group: sd, resource: "clustersessions", namespace: "team-a" }, true],
+    [{ verb: "delete", group: sd, resource: "clustersessions", namespace: "team-a" }, true],
+    [{ verb: "watch", group: sd, resource: "clustersessions" }, true],
+    [
+      { verb: "patch", group: sd, resource: "clustersessions", subresource: "status", namespace: "team-a" },
+      true,
+    ],
+    [{ verb: "get", group: sd, resource: "switchyardoperators", name: "operator" }, true],
+    [{ verb: "list", resource: "pods", namespace: "team-a" }, true],
+    [{ verb: "get", group: "apps", resource: "deployments", namespace: "team-a" }, true],
+    [{ verb: "create", group: sd, resource: "pgbranchdatabases", namespace: "team-a" }, true],
+    [{ verb: "update", group: sd, resource: "clustersessions", namespace: "team-a" }, false],
+    [{ verb: "create", group: sd, resource: "multiclustersessions", namespace: "team-a" }, false],
+    [{ verb: "update", group: sd, resource: "switchyardoperators", name: "operator" }, false],
+    [{ verb: "get", resource: "secrets", namespace: "team-a" }, false],
+    [{ verb: "patch", group: "apps", resource: "deployments", namespace: "team-a" }, false],
+    [{ verb: "create", resource: "pods", namespace: "team-a" }, false],
+  ];
+
+  it("with multiClusterMemberIamGroup binds both ClusterRoles to the group and creates no ServiceAccount", async () => {
+    await install(east, "sy", NS, { multiClusterMember: true, multiClusterMemberIamGroup: MEMBER_GROUP });
+    const rbac = east.kubeConfig().makeApiClient(RbacAuthorizationV1Api);
+    for (const role of [opsRole, sessionsRole]) {
+      await rbac.readClusterRole({ name: role });
+      const binding = await rbac.readClusterRoleBinding({ name: role });
+      expect(binding.subjects).toEqual([
+        { kind: "Group", apiGroup: "rbac.authorization.k8s.io", name: MEMBER_GROUP },
+      ]);
+    }
+    const sas = await east
+      .kubeConfig()
+      .makeApiClient(CoreV1Api)
+      .listNamespacedServiceAccount({ namespace: NS });
+    expect(sas.items.map((s) => s.metadata!.name)).not.toContain("switchyard-primary");
+    // An IAM-mapped user in the group gets exactly the member permissions; the same user without it gets none.
+    await expectAccess(east, "arn:aws:sts::111122223333:assumed-role/primary/session", memberChecks, [
+      MEMBER_GROUP,
+      "system:authenticated",
+    ]);
+    await expectAccess(
+      east,
+      "arn:aws:sts::111122223333:assumed-role/primary/session",
+      memberChecks.map(([a]) => [a, false]),
+      ["system:authenticated"],
+    );
+  });
+
+  it("without a group binds the ServiceAccount switchyard-primary, which may renew only its own token", async () => {
+    // A second release in its own namespace with its own names on the same cluster.
+    await install(east, "sy2", "sy2", { fullnameOverride: "sy2", multiClusterMember: true });
+    const rbac = east.kubeConfig().makeApiClient(RbacAuthorizationV1Api);
+    for (const role of ["sy2-member-operations", "sy2-member-sessions"]) {
+      const binding = await rbac.readClusterRoleBinding({ name: role });
+      expect(binding.subjects).toEqual([
+        { kind: "ServiceAccount", name: "switchyard-primary", namespace: "sy2" },
+      ]);
+    }
+    await expectAccess(east, "system:serviceaccount:sy2:switchyard-primary", memberChecks);
+    // Real tokens: the Primary's bearer token renews itself through TokenRequest, and nothing else.
+    const core = east.kubeConfig().makeApiClient(CoreV1Api);
+    const first = await core.createNamespacedServiceAccountToken({
+      name: "switchyard-primary",
+      namespace: "sy2",
+      body: { spec: { audiences: [], expirationSeconds: 3600 } },
+    });
+    const asPrimary = bearerKubeConfig(east, first.status!.token).makeApiClient(CoreV1Api);
+    const renewed = await asPrimary.createNamespacedServiceAccountToken({
+      name: "switchyard-primary",
+      namespace: "sy2",
+      body: { spec: { audiences: [], expirationSeconds: 3600 } },
+    });
+    expect(renewed.status?.token.split(".")).toHaveLength(3);
+    const other = await asPrimary
+      .createNamespacedServiceAccountToken({
+        name: "default",
+        namespace: "sy2",
+        body: { spec: { audiences: [], expirationSeconds: 3600 } },
+      })
+      .then(
+        () => undefined,
+        (e: unknown) => e as { code?: number },
+      );
+    expect(other?.code).toBe(403);
+  });
+});
