@@ -1,0 +1,12 @@
+// Error classes of the router, each with a stable code callers and tests match on.
+
+export class RouterConfigError extends Error {
+  override readonly name = "RouterConfigError";
+  readonly code = "SWITCHYARD_ROUTER_CONFIG_INVALID";
+}
+
+/** A routing-table delta that cannot be applied; the discovery client turns it into a NACK. */
+export class RouteTableError extends Error {
+  override readonly name = "RouteTableError";
+  readonly code = "SWITCHYARD_ROUTE_TABLE_INVALID";
+}

@@ -1,0 +1,338 @@
+// The router's network face: one HTTP(S) server carrying
+//   - the WebSocket endpoint /v1/sessions/{id}, authenticated in the upgrade handler
+//     (401 missing/wrong secret, 404 unknown session, 503 + Retry-After while the session
+//     is being created or before the first routing table) so nothing is upgraded that
+//     should not be;
+//   - /metrics, /healthz, /readyz and a redacted /debug/routes.
+// It owns the routing table, the session registry and the metrics of one router.
+import {
+  createServer as createHttpServer,
+  type IncomingMessage,
+  type Server,
+  type ServerResponse,
+} from "node:http";
+import { createServer as createHttpsServer } from "node:https";
+import type { AddressInfo, Socket } from "node:net";
+import type { Duplex } from "node:stream";
+import type { Logger } from "pino";
+import { WebSocketServer } from "ws";
+import { SessionState } from "../../../proto/gen/route_discovery_pb.js";
+import { DEFAULT_MAX_PAYLOAD_BYTES, HEADER_BYTES } from "../../../proto/frame-codec.js";
+import { bearerSecret, secretMatches } from "./client-auth.js";
+import type { SessionLimits } from "./routed-session.js";
+import { RouterConfigError } from "./router-errors.js";
+import { RouterMetrics } from "./router-metrics.js";
+import { RoutingTable } from "./routing-table.js";
+import { SessionRegistry } from "./session-registry.js";
+
+export interface RouterServerOptions {
+  /** Listen address; default "0.0.0.0". */
+  host?: string;
+  /** Listen port; 0 picks a free one. Default 8080. */
+  port?: number;
+  /** PEM certificate and key: serve wss:// and https://. */
+  tls?: { certPem: string; keyPem: string };
+  limits?: Partial<SessionLimits>;
+  /** Seconds a client should wait before retrying a session that is being created. Default 2. */
+  retryAfterSeconds?: number;
+  logger: Logger;
+  /** An existing table (e.g. fed by the RouteDiscovery client); a new one otherwise. */
+  table?: RoutingTable;
+}
+
+export const defaultLimits: SessionLimits = {
+  maxPayloadBytes: DEFAULT_MAX_PAYLOAD_BYTES,
+  flow: { highWaterBytes: 1024 * 1024, lowWaterBytes: 256 * 1024, hardLimitBytes: 8 * 1024 * 1024 },
+  mergeTimeoutMs: 10_000,
+  wsPingIntervalMs: 30_000,
+  backoff: { initialMs: 250, maxMs: 10_000 },
+  connectTimeoutMs: 10_000,
+  unmasked: false,
+  maxConnections: 65_536,
+  maxSubscriptions: 1_024,
+  maxPendingMerges: 1_024,
+};
+
+const SESSION_PATH = /^\/v1\/sessions\/([A-Za-z0-9][A-Za-z0-9._-]{0,252})$/;
+
+function positive(name: string, v: number): void {
+  if (!Number.isFinite(v) || v <= 0)
+    throw new RouterConfigError(`option ${name} must be a positive number, got ${v}`);
+}
+
+export function resolveLimits(partial: Partial<SessionLimits> = {}): SessionLimits {
+  const l: SessionLimits = {
+    ...defaultLimits,
+    ...partial,
+    flow: { ...defaultLimits.flow, ...partial.flow },
+    backoff: { ...defaultLimits.backoff, ...partial.backoff },
+  };
+  for (const k of [
+    "maxPayloadBytes",
+    "mergeTimeoutMs",
+    "wsPingIntervalMs",
+    "connectTimeoutMs",
+    "maxConnections",
+    "maxSubscriptions",
+    "maxPendingMerges",
+  ] as const)
+    positive(`limits.${k}`, l[k]);
+  positive("limits.flow.highWaterBytes", l.flow.highWaterBytes);
+  positive("limits.flow.lowWaterBytes", l.flow.lowWaterBytes);
+  positive("limits.backoff.initialMs", l.backoff.initialMs);
+  if (l.flow.lowWaterBytes > l.flow.highWaterBytes || l.flow.hardLimitBytes < l.flow.highWaterBytes)
+    throw new RouterConfigError("limits.flow must satisfy lowWaterBytes <= highWaterBytes <= hardLimitBytes");
+  if (l.backoff.maxMs < l.backoff.initialMs)
+    throw new RouterConfigError("limits.backoff.maxMs must be >= initialMs");
+  return l;
+}
+
+export class RouterServer {
+  readonly table: RoutingTable;
+  readonly metrics: RouterMetrics;
+  readonly sessions: SessionRegistry;
+  readonly limits: SessionLimits;
+  private readonly server: Server;
+  private readonly wss: WebSocketServer;
+  private readonly log: Logger;
+  private readonly retryAfter: number;
+
+  constructor(private readonly opts: RouterServerOptions) {
+    if (opts.port !== undefined && (!Number.isInteger(opts.port) || opts.port < 0 || opts.port > 65535))
+      throw new RouterConfigError(`option port must be an integer 0-65535, got ${opts.port}`);
+    this.retryAfter = opts.retryAfterSeconds ?? 2;
+    positive("retryAfterSeconds", this.retryAfter);
+    this.limits = resolveLimits(opts.limits);
+    this.log = opts.logger;
+    this.table = opts.table ?? new RoutingTable();
+    this.metrics = new RouterMetrics({
+      activeSessions: () => this.sessions.size,
+      upstreamLinks: () => this.linkCounts(),
+      bufferedBytes: () => this.buffered(),
+      table: () => ({ sessions: this.table.size, updatedAtSeconds: this.table.updatedAt / 1000 }),
+    });
+    this.sessions = new SessionRegistry(this.table, this.limits, this.metrics, this.log);
+    this.wss = new WebSocketServer({
+      noServer: true,
+      perMessageDeflate: false,
+      skipUTF8Validation: true,
+      // Frames up to 4× the limit get a precise protocol error; beyond that ws closes (1009).
+      maxPayload: this.limits.maxPayloadBytes * 4 + HEADER_BYTES,
+    });
+    const handler = (req: IncomingMessage, res: ServerResponse) => void this.http(req, res);
+    this.server = opts.tls
+      ? createHttpsServer({ cert: opts.tls.certPem, key: opts.tls.keyPem }, handler)
+      : createHttpServer(handler);
+    this.server.on("upgrade", (req: IncomingMessage, socket: Duplex, head: Buffer) =>
+      this.upgrade(req, socket as Socket, head),
+    );
+  }
+
+  /** Starts listening; resolves with the bound address. */
+  async listen(): Promise<AddressInfo> {
+    await new Promise<void>((resolve, reject) => {
+      this.server.once("error", reject);
+      this.server.listen(this.opts.port ?? 8080, this.opts.host ?? "0.0.0.0", () => {
+        this.server.off("error", reject);
+        resolve();
+      });
+    });
+    const addr = this.server.address() as AddressInfo;
+    this.log.info({ address: addr.address, port: addr.port, tls: !!this.opts.tls }, "router listening");
+    return addr;
+  }
+
+  /** Runs until `signal` aborts, then closes every session and the listener. */
+  async start(signal: AbortSignal): Promise<void> {
+    if (!this.server.listening) await this.listen();
+    if (signal.aborted) return this.close();
+    await new Promise<void>((resolve) => signal.addEventListener("abort", () => resolve(), { once: true }));
+    await this.close();
+  }
+
+  async close(): Promise<void> {
+    this.sessions.close();
+    for (const c of this.wss.clients) c.terminate();
+    await new Promise<void>((resolve) => {
+      this.server.close(() => resolve());
+      this.server.closeAllConnections?.();
+    });
+  }
+
+  private upgrade(req: IncomingMessage, socket: Socket, head: Buffer): void {
+    socket.on("error", () => {});
+    const path = (req.url ?? "").split("?")[0]!;
+    const m = SESSION_PATH.exec(path);
+    if (!m)
+      return reject(
+        socket,
+        404,
+        "SWITCHYARD_NOT_FOUND",
+        `no WebSocket endpoint at ${path}; use /v1/sessions/{id}`,
+      );
+    if (!this.table.loaded) {
+      return reject(
+        socket,
+        503,
+        "SWITCHYARD_ROUTER_NOT_READY",
+        "router has no routing table yet; retry shortly",
+        this.retryAfter,
+      );
+    }
+    const sessionId = m[1]!;
+    const secret = bearerSecret(req.headers);
+    if (secret === undefined) {
+      this.metrics.event("auth_failed");
+      return reject(
+        socket,
+        401,
+        "SWITCHYARD_UNAUTHENTICATED",
+        "send the session secret as 'Authorization: Bearer <secret>'",
+      );
+    }
+    const route = this.table.get(sessionId);
+    if (!route) {
+      this.metrics.event("session_not_found");
+      return reject(
+        socket,
+        404,
+        "SWITCHYARD_SESSION_NOT_FOUND",
+        `session ${sessionId} is not served by this router (ended or never created)`,
+      );
+    }
+    if (!secretMatches(secret, route.clientKeyHash)) {
+      this.metrics.event("auth_failed");
+      this.log.info({ session: sessionId }, "client presented a wrong session secret");
+      return reject(
+        socket,
+        401,
+        "SWITCHYARD_UNAUTHENTICATED",
+        `the secret does not match session ${sessionId}`,
+      );
+    }
+    if (route.state !== SessionState.READY) {
+      this.metrics.event("session_creating");
+      return reject(
+        socket,
+        503,
+        "SWITCHYARD_SESSION_CREATING",
+        `session ${sessionId} is being created; retry`,
+        this.retryAfter,
+      );
+    }
+    this.wss.handleUpgrade(req, socket, head, (ws) => {
+      ws.binaryType = "nodebuffer";
+      // The route may have changed while the handshake was in flight.
+      const current = this.table.get(sessionId);
+      if (!current || current.clientKeyHash !== route.clientKeyHash || current.state !== SessionState.READY) {
+        ws.close(4404, "session changed during connect");
+        return;
+      }
+      this.sessions.attach(current, ws, socket);
+    });
+  }
+
+  private async http(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const path = (req.url ?? "").split("?")[0];
+    try {
+      switch (path) {
+        case "/healthz":
+          return text(res, 200, "ok\n");
+        case "/readyz":
+          return this.table.loaded ? text(res, 200, "ok\n") : text(res, 503, "no routing table yet\n");
+        case "/metrics":
+          res.writeHead(200, { "content-type": this.metrics.registry.contentType });
+          res.end(await this.metrics.registry.metrics());
+          return;
+        case "/debug/routes":
+          return json(res, 200, this.debugRoutes());
+        case "/debug/memory": {
+          // ?gc=1 with --expose-gc: collect first, so benchmarks read live heap, not garbage.
+          if (new URL(req.url ?? "/", "http://x").searchParams.get("gc") === "1")
+            (globalThis as { gc?: () => void }).gc?.();
+          return json(res, 200, {
+            ...process.memoryUsage(),
+            cpu: process.cpuUsage(),
+            sessions: this.sessions.size,
+          });
+        }
+        default:
+          return json(res, 404, { code: "SWITCHYARD_NOT_FOUND", message: `no handler for ${path}` });
+      }
+    } catch (err) {
+      this.log.error({ err }, "http handler failed");
+      if (!res.headersSent) json(res, 500, { code: "SWITCHYARD_INTERNAL", message: "internal error" });
+    }
+  }
+
+  private debugRoutes(): unknown {
+    const t = this.table.redacted();
+    return {
+      ...t,
+      attached: [...this.sessions.values()].map((s) => ({
+        sessionId: s.id,
+        connections: s.connectionCount,
+        clientBufferedBytes: s.clientBufferedBytes,
+        upstreams: [...s.upstreamLinks()].map((l) => ({
+          cluster: l.cluster,
+          state: l.state,
+          isDefault: l.isDefault,
+          lastError: l.lastError,
+          bufferedBytes: l.bufferedBytes,
+          connections: l.conns.size,
+        })),
+      })),
+    };
+  }
+
+  private *linkCounts(): Iterable<{ cluster: string; state: string; count: number }> {
+    const counts = new Map<string, number>();
+    for (const s of this.sessions.values())
+      for (const l of s.upstreamLinks()) {
+        const k = `${l.cluster}\u0000${l.state}`;
+        counts.set(k, (counts.get(k) ?? 0) + 1);
+      }
+    for (const [k, count] of counts) {
+      const [cluster, state] = k.split("\u0000") as [string, string];
+      yield { cluster, state, count };
+    }
+  }
+
+  private buffered(): { client: number; upstream: number } {
+    let client = 0;
+    let upstream = 0;
+    for (const s of this.sessions.values()) {
+      client += s.clientBufferedBytes;
+      for (const l of s.upstreamLinks()) upstream += l.bufferedBytes;
+    }
+    return { client, upstream };
+  }
+}
+
+const STATUS_TEXT: Record<number, string> = {
+  401: "Unauthorized",
+  404: "Not Found",
+  503: "Service Unavailable",
+};
+
+function reject(socket: Socket, status: number, code: string, message: string, retryAfter?: number): void {
+  const body = JSON.stringify({ code, message });
+  socket.end(
+    `HTTP/1.1 ${status} ${STATUS_TEXT[status] ?? "Error"}\r\n` +
+      "Content-Type: application/json\r\n" +
+      `Content-Length: ${Buffer.byteLength(body)}\r\n` +
+      (retryAfter !== undefined ? `Retry-After: ${retryAfter}\r\n` : "") +
+      "Connection: close\r\n\r\n" +
+      body,
+  );
+}
+
+function text(res: ServerResponse, status: number, body: string): void {
+  res.writeHead(status, { "content-type": "text/plain; charset=utf-8" });
+  res.end(body);
+}
+
+function json(res: ServerResponse, status: number, body: unknown): void {
+  res.writeHead(status, { "content-type": "application/json" });
+  res.end(JSON.stringify(body));
+}

@@ -1,0 +1,103 @@
+// The routing table as a RouteSink: atomic apply or reject (last good table kept),
+// change notifications, and redaction.
+import { create } from "@bufbuild/protobuf";
+import { describe, expect, it } from "vitest";
+import {
+  SessionRouteSchema,
+  SessionState,
+  type SessionRoute,
+} from "../../../proto/gen/route_discovery_pb.js";
+import { hashSecret } from "./client-auth.js";
+import { RouteTableError } from "./router-errors.js";
+import { RoutingTable } from "./routing-table.js";
+import { parseStaticRoutes } from "./static-routes.js";
+
+function route(
+  id: string,
+  upstreams = [{ cluster: "east", url: "ws://127.0.0.1:1/x", secret: "s", isDefault: true }],
+): SessionRoute {
+  return create(SessionRouteSchema, {
+    sessionId: id,
+    clientKeyHash: hashSecret("k"),
+    state: SessionState.READY,
+    upstreams,
+  });
+}
+
+describe("RoutingTable", () => {
+  it("applies full resyncs and deltas and reports what changed", () => {
+    const t = new RoutingTable();
+    const changes: unknown[] = [];
+    t.onChange((c) => changes.push({ up: c.upserted.map((r) => r.sessionId), rm: c.removed }));
+    expect(t.loaded).toBe(false);
+    t.apply({ fullResync: true, upserts: [route("a"), route("b")], removes: [], version: "1" });
+    t.apply({ fullResync: false, upserts: [route("c")], removes: ["a"], version: "2" });
+    t.apply({ fullResync: true, upserts: [route("c")], removes: [], version: "3" });
+    expect(t.loaded).toBe(true);
+    expect(t.version).toBe("3");
+    expect([...t.all()].map((r) => r.sessionId)).toEqual(["c"]);
+    expect(changes).toEqual([
+      { up: ["a", "b"], rm: [] },
+      { up: ["c"], rm: ["a"] },
+      { up: [], rm: ["b"] },
+    ]);
+  });
+
+  it.each([
+    ["an empty version", { version: "" }],
+    ["a bad hash", { upserts: [{ ...route("x"), clientKeyHash: "nothex" }] }],
+    [
+      "two defaults",
+      {
+        upserts: [
+          route("x", [
+            { cluster: "east", url: "ws://h/x", secret: "s", isDefault: true },
+            { cluster: "west", url: "ws://h/y", secret: "s", isDefault: true },
+          ]),
+        ],
+      },
+    ],
+    [
+      "an http upstream",
+      { upserts: [route("x", [{ cluster: "east", url: "http://h/x", secret: "s", isDefault: true }])] },
+    ],
+    ["a duplicate session", { upserts: [route("x"), route("x")] }],
+  ])("rejects %s and keeps the last good table", (_name, patch) => {
+    const t = new RoutingTable();
+    t.apply({ fullResync: true, upserts: [route("a")], removes: [], version: "1" });
+    const delta = { fullResync: true, upserts: [route("b")], removes: [], version: "2", ...patch };
+    expect(() => t.apply(delta as never)).toThrow(RouteTableError);
+    expect(t.version).toBe("1");
+    expect(t.get("a")).toBeDefined();
+  });
+
+  it("redacts secrets and hashes", () => {
+    const t = new RoutingTable();
+    t.apply({
+      fullResync: true,
+      upserts: [
+        route("a", [
+          { cluster: "east", url: "wss://user:pw@h/x?token=t", secret: "topsecret", isDefault: true },
+        ]),
+      ],
+      removes: [],
+      version: "1",
+    });
+    const text = JSON.stringify(t.redacted());
+    expect(text).not.toContain("topsecret");
+    expect(text).not.toContain(hashSecret("k"));
+    expect(text).not.toContain("pw");
+    expect(text).not.toContain("token=t");
+  });
+
+  it("parses a static routes file in protobuf JSON (YAML accepted)", () => {
+    const yaml = `routes:\n  - sessionId: s1\n    clientKeyHash: ${hashSecret("k")}\n    state: SESSION_STATE_READY\n    upstreams:\n      - { cluster: east, url: "ws://127.0.0.1:9/x", secret: s, isDefault: true }\n`;
+    const delta = parseStaticRoutes(yaml);
+    expect(delta.fullResync).toBe(true);
+    expect(delta.version).toMatch(/^file-/);
+    const t = new RoutingTable();
+    t.apply(delta);
+    expect(t.get("s1")?.upstreams[0]?.cluster).toBe("east");
+    expect(() => parseStaticRoutes("routes: 5")).toThrow(RouteTableError);
+  });
+});

@@ -1,0 +1,176 @@
+// The router's routing table: the sessions this router serves, as pushed by the control
+// plane (RouteDiscovery) or loaded from a static routes file. Implements the RouteSink
+// seam of route-discovery-client.ts: a delta is validated as a whole and either applied
+// atomically or rejected with a RouteTableError (which the discovery client NACKs), so the
+// router keeps serving its last good table. Listeners learn which sessions changed.
+import type { SessionRoute } from "../../../proto/gen/route_discovery_pb.js";
+import { SessionState } from "../../../proto/gen/route_discovery_pb.js";
+import { RouteTableError } from "./router-errors.js";
+
+import type { RouteDelta, RouteSink } from "./route-discovery-client.js";
+
+export type { RouteDelta, RouteSink };
+
+export interface RouteChange {
+  /** Sessions that are new or whose route changed. */
+  upserted: SessionRoute[];
+  /** Sessions no longer in the table. */
+  removed: string[];
+}
+
+const HASH_RE = /^[0-9a-f]{64}$/;
+const CLUSTER_RE = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
+const SESSION_RE = /^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$/;
+
+/** Checks one route; returns what is wrong, or undefined. */
+export function routeProblem(route: SessionRoute): string | undefined {
+  if (!SESSION_RE.test(route.sessionId))
+    return `session id ${JSON.stringify(route.sessionId)} is not a valid id`;
+  const where = `session ${route.sessionId}`;
+  if (!HASH_RE.test(route.clientKeyHash))
+    return `${where}: client_key_hash must be 64 lowercase hex characters (sha256)`;
+  if (route.state !== SessionState.CREATING && route.state !== SessionState.READY)
+    return `${where}: state must be CREATING or READY, got ${route.state}`;
+  const seen = new Set<string>();
+  let defaults = 0;
+  for (const u of route.upstreams) {
+    if (!CLUSTER_RE.test(u.cluster))
+      return `${where}: upstream cluster ${JSON.stringify(u.cluster)} is not an RFC 1123 label`;
+    if (seen.has(u.cluster)) return `${where}: upstream cluster ${u.cluster} is listed twice`;
+    seen.add(u.cluster);
+    let url: URL;
+    try {
+      url = new URL(u.url);
+    } catch {
+      return `${where}: upstream ${u.cluster} url ${JSON.stringify(u.url)} is not a URL`;
+    }
+    if (url.protocol !== "ws:" && url.protocol !== "wss:")
+      return `${where}: upstream ${u.cluster} url must be ws:// or wss://, got ${url.protocol}`;
+    if (u.secret.length === 0) return `${where}: upstream ${u.cluster} has no secret`;
+    if (u.isDefault) defaults++;
+  }
+  if (route.state === SessionState.READY) {
+    if (route.upstreams.length === 0) return `${where}: a READY session needs at least one upstream`;
+    if (defaults !== 1) return `${where}: exactly one upstream must be the default, found ${defaults}`;
+  }
+  return undefined;
+}
+
+/** True when two routes would be served identically. */
+export function sameRoute(a: SessionRoute, b: SessionRoute): boolean {
+  if (a.clientKeyHash !== b.clientKeyHash || a.state !== b.state || a.upstreams.length !== b.upstreams.length)
+    return false;
+  return a.upstreams.every((u, i) => {
+    const v = b.upstreams[i]!;
+    return (
+      u.cluster === v.cluster &&
+      u.url === v.url &&
+      u.secret === v.secret &&
+      u.isDefault === v.isDefault &&
+      u.caPem === v.caPem
+    );
+  });
+}
+
+export class RoutingTable implements RouteSink {
+  private routes = new Map<string, SessionRoute>();
+  private listeners = new Set<(change: RouteChange) => void>();
+  private _version = "";
+  private _loaded = false;
+  private _updatedAt = 0;
+
+  /** Version of the last applied delta ("" before the first). */
+  get version(): string {
+    return this._version;
+  }
+  /** True once a table has been applied: the router is ready. */
+  get loaded(): boolean {
+    return this._loaded;
+  }
+  /** Unix ms of the last applied delta, 0 before. */
+  get updatedAt(): number {
+    return this._updatedAt;
+  }
+  get size(): number {
+    return this.routes.size;
+  }
+
+  get(sessionId: string): SessionRoute | undefined {
+    return this.routes.get(sessionId);
+  }
+
+  all(): IterableIterator<SessionRoute> {
+    return this.routes.values();
+  }
+
+  /** Applies a delta atomically, or throws RouteTableError and keeps the previous table. */
+  apply(delta: RouteDelta): void {
+    if (delta.version === "")
+      throw new RouteTableError("routing table delta has an empty version; versions are never empty");
+    const ids = new Set<string>();
+    for (const route of delta.upserts) {
+      const problem = routeProblem(route);
+      if (problem) throw new RouteTableError(`routing table version ${delta.version} rejected: ${problem}`);
+      if (ids.has(route.sessionId))
+        throw new RouteTableError(
+          `routing table version ${delta.version} rejected: session ${route.sessionId} upserted twice`,
+        );
+      ids.add(route.sessionId);
+    }
+    const next = delta.fullResync ? new Map<string, SessionRoute>() : new Map(this.routes);
+    if (!delta.fullResync) for (const id of delta.removes) next.delete(id);
+    for (const route of delta.upserts) next.set(route.sessionId, route);
+
+    const change: RouteChange = { upserted: [], removed: [] };
+    for (const [id, old] of this.routes) {
+      const now = next.get(id);
+      if (!now) change.removed.push(id);
+      else if (!sameRoute(old, now)) change.upserted.push(now);
+    }
+    for (const [id, route] of next) if (!this.routes.has(id)) change.upserted.push(route);
+
+    this.routes = next;
+    this._version = delta.version;
+    this._loaded = true;
+    this._updatedAt = Date.now();
+    if (change.upserted.length > 0 || change.removed.length > 0) for (const l of this.listeners) l(change);
+  }
+
+  onChange(listener: (change: RouteChange) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  /** The table with secrets and hashes redacted, for /debug/routes. */
+  redacted(): { version: string; loaded: boolean; sessions: unknown[] } {
+    return {
+      version: this._version,
+      loaded: this._loaded,
+      sessions: [...this.routes.values()].map((r) => ({
+        sessionId: r.sessionId,
+        state: SessionState[r.state] ?? String(r.state),
+        clientKeyHash: "<redacted>",
+        upstreams: r.upstreams.map((u) => ({
+          cluster: u.cluster,
+          url: redactUrl(u.url),
+          isDefault: u.isDefault,
+          secret: "<redacted>",
+          caPem: u.caPem ? "<set>" : "",
+        })),
+      })),
+    };
+  }
+}
+
+/** Drops userinfo and query from a URL: either could carry a credential. */
+function redactUrl(raw: string): string {
+  try {
+    const u = new URL(raw);
+    u.username = "";
+    u.password = "";
+    u.search = "";
+    return u.toString();
+  } catch {
+    return "<invalid>";
+  }
+}

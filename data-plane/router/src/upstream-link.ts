@@ -1,0 +1,305 @@
+// One session's WebSocket to one upstream (a workload gateway router or an agent).
+// Owns the connection lifecycle: dial with the upstream's secret, Hello/HelloAck
+// version negotiation, a bounded queue while connecting, reconnect with jittered
+// exponential backoff, WebSocket pings on the router's coarse sweep, and send-side
+// high-water marks. It knows nothing about routing: frames go up to RoutedSession.
+import type { Socket } from "node:net";
+import type { Logger } from "pino";
+import WebSocket from "ws";
+import {
+  ControlKind,
+  FrameFamily,
+  HelloAckSchema,
+  HelloSchema,
+  ProtocolErrorSchema,
+} from "../../../proto/gen/session_pb.js";
+import { decodePayload, encodeFrame, HEADER_BYTES } from "../../../proto/frame-codec.js";
+import { PROTOCOL_VERSION_MAX, PROTOCOL_VERSION_MIN } from "../../../proto/frame-version.js";
+import type { TrafficCounters } from "./router-metrics.js";
+
+export type LinkState = "connecting" | "open" | "down" | "closed";
+
+export interface FlowLimits {
+  /** Pause the sending side once this many bytes are queued toward a peer. Bytes; default 1 MiB. */
+  highWaterBytes: number;
+  /** Resume paused senders once the queue drained below this. Bytes; default 256 KiB. */
+  lowWaterBytes: number;
+  /** A peer whose queue exceeds this despite backpressure is too slow and is disconnected. Bytes; default 8 MiB. */
+  hardLimitBytes: number;
+}
+
+export interface UpstreamLinkOptions {
+  sessionId: string;
+  cluster: string;
+  url: string;
+  secret: string;
+  caPem: string;
+  isDefault: boolean;
+  limits: FlowLimits;
+  /** Largest payload accepted; the WebSocket itself closes above 4× this. Bytes. */
+  maxPayloadBytes: number;
+  /** First reconnect delay and its cap. Milliseconds. */
+  backoff: { initialMs: number; maxMs: number };
+  /** WebSocket handshake timeout. Milliseconds. */
+  connectTimeoutMs: number;
+  /** Send unmasked client frames (a zero mask): saves a copy per frame; only for trusted paths. */
+  unmasked: boolean;
+  counters: TrafficCounters;
+  log: Logger;
+}
+
+export interface LinkEvents {
+  /** A frame from the upstream (not yet validated). */
+  frame(link: UpstreamLink, data: Buffer, isBinary: boolean): void;
+  /** Hello completed: the link carries frames. `reconnected` is false for the first time. */
+  up(link: UpstreamLink, reconnected: boolean): void;
+  /** The link was lost (or never came up); a retry is scheduled in `retryInMs`. */
+  down(link: UpstreamLink, error: string, retryInMs: number): void;
+  /** The upstream's send queue drained below the low-water mark. */
+  drained(link: UpstreamLink): void;
+}
+
+/** Outcome of `send`. */
+export const enum Sent {
+  Ok = 0,
+  /** Sent, and the queue is now above the high-water mark: pause the source. */
+  Congested = 1,
+  /** Not sent: the link is down, closed, or over its hard limit. */
+  Rejected = 2,
+}
+
+const zeroMask = (mask: Buffer): void => {
+  mask.fill(0);
+};
+
+export class UpstreamLink {
+  readonly cluster: string;
+  readonly isDefault: boolean;
+  state: LinkState = "connecting";
+  lastError = "";
+  /** Agent connection id → session connection id, for connections this upstream owns. */
+  readonly conns = new Map<number, number>();
+  /** Request ids of router-originated re-subscriptions awaiting their result. */
+  readonly internalPending = new Set<number>();
+  /** This link's reading is paused because the client is congested. */
+  readingPaused = false;
+
+  private ws: WebSocket | undefined;
+  private raw: Socket | undefined;
+  private queue: Buffer[] = [];
+  private queuedBytes = 0;
+  private attempts = 0;
+  private everUp = false;
+  private retryTimer: NodeJS.Timeout | undefined;
+  private lastPingAt = 0;
+  private awaitingPong = false;
+
+  constructor(
+    readonly opts: UpstreamLinkOptions,
+    private readonly events: LinkEvents,
+  ) {
+    this.cluster = opts.cluster;
+    this.isDefault = opts.isDefault;
+  }
+
+  /** Bytes queued toward the upstream (WebSocket buffer, or the pre-hello queue). */
+  get bufferedBytes(): number {
+    return this.ws && this.state === "open" ? this.ws.bufferedAmount : this.queuedBytes;
+  }
+
+  /** Open, or still connecting for the first time (frames queue): counts as live for merges. */
+  get live(): boolean {
+    return this.state === "open" || (this.state === "connecting" && !this.everUp);
+  }
+
+  get congested(): boolean {
+    return this.bufferedBytes > this.opts.limits.highWaterBytes;
+  }
+
+  connect(): void {
+    if (this.state === "closed") return;
+    this.state = "connecting";
+    const o = this.opts;
+    const ws = new WebSocket(o.url, {
+      headers: { authorization: `Bearer ${o.secret}` },
+      perMessageDeflate: false,
+      skipUTF8Validation: true,
+      maxPayload: o.maxPayloadBytes * 4 + HEADER_BYTES,
+      handshakeTimeout: o.connectTimeoutMs,
+      ...(o.caPem ? { ca: o.caPem } : {}),
+      ...(o.unmasked ? { generateMask: zeroMask } : {}),
+    });
+    this.ws = ws;
+    ws.binaryType = "nodebuffer";
+    ws.on("upgrade", (res) => {
+      this.raw = res.socket as Socket;
+      this.raw.on("drain", () => {
+        if (this.ws === ws && ws.bufferedAmount <= o.limits.lowWaterBytes) this.events.drained(this);
+      });
+    });
+    ws.on("open", () => {
+      ws.send(
+        encodeFrame({ family: FrameFamily.CONTROL, kind: ControlKind.HELLO }, HelloSchema, {
+          minVersion: PROTOCOL_VERSION_MIN,
+          maxVersion: PROTOCOL_VERSION_MAX,
+          peer: "switchyard-router",
+        }),
+      );
+      this.lastPingAt = Date.now();
+    });
+    ws.on("message", (data: Buffer, isBinary) => {
+      if (
+        this.state === "connecting" &&
+        isBinary &&
+        data.length >= HEADER_BYTES &&
+        data[0] === FrameFamily.CONTROL
+      ) {
+        if (data[1] === ControlKind.HELLO_ACK) return this.helloAcked(data);
+        if (data[1] === ControlKind.ERROR) {
+          let msg = "refused the hello";
+          try {
+            const e = decodePayload(data, ProtocolErrorSchema);
+            msg = `${e.code}: ${e.message}`;
+          } catch {
+            // keep the generic message
+          }
+          return this.fail(msg);
+        }
+      }
+      const c = this.opts.counters;
+      const f = data[0]! & 15;
+      c.fromUpstreamFrames[f]!++;
+      c.fromUpstreamBytes[f]! += data.length;
+      this.events.frame(this, data, isBinary);
+    });
+    ws.on("pong", () => {
+      this.awaitingPong = false;
+    });
+    ws.on("error", (err) => this.fail(err.message));
+    ws.on("close", (code, reason) =>
+      this.fail(`connection closed (${code}${reason.length ? ` ${reason.toString()}` : ""})`),
+    );
+  }
+
+  private helloAcked(data: Buffer): void {
+    let version = 0;
+    try {
+      version = decodePayload(data, HelloAckSchema).version;
+    } catch {
+      // handled below
+    }
+    if (version < PROTOCOL_VERSION_MIN || version > PROTOCOL_VERSION_MAX) {
+      this.fail(`upstream answered hello with unsupported protocol version ${version}`);
+      return;
+    }
+    const reconnected = this.everUp;
+    this.state = "open";
+    this.everUp = true;
+    this.attempts = 0;
+    this.lastError = "";
+    const q = this.queue;
+    this.queue = [];
+    this.queuedBytes = 0;
+    for (const buf of q) this.ws!.send(buf);
+    this.events.up(this, reconnected);
+  }
+
+  /**
+   * Sends a frame the caller will not modify afterwards (a broadcast passes the same
+   * Buffer to every link: ws copies it while masking, or sends it as-is when unmasked).
+   */
+  send(buf: Buffer): Sent {
+    const c = this.opts.counters;
+    const f = buf[0]! & 15;
+    if (this.state === "open") {
+      const ws = this.ws!;
+      if (ws.bufferedAmount > this.opts.limits.hardLimitBytes) return Sent.Rejected;
+      ws.send(buf);
+      c.toUpstreamFrames[f]!++;
+      c.toUpstreamBytes[f]! += buf.length;
+      return ws.bufferedAmount > this.opts.limits.highWaterBytes ? Sent.Congested : Sent.Ok;
+    }
+    if (this.state === "connecting" && !this.everUp) {
+      if (this.queuedBytes + buf.length > this.opts.limits.hardLimitBytes) return Sent.Rejected;
+      this.queue.push(buf);
+      this.queuedBytes += buf.length;
+      c.toUpstreamFrames[f]!++;
+      c.toUpstreamBytes[f]! += buf.length;
+      return this.queuedBytes > this.opts.limits.highWaterBytes ? Sent.Congested : Sent.Ok;
+    }
+    return Sent.Rejected;
+  }
+
+  pauseReading(): void {
+    if (!this.readingPaused && this.ws) {
+      this.readingPaused = true;
+      this.ws.pause();
+    }
+  }
+
+  resumeReading(): void {
+    if (this.readingPaused) {
+      this.readingPaused = false;
+      this.ws?.resume();
+    }
+  }
+
+  /** Called by the router's coarse sweep: WebSocket ping every `intervalMs`, dead if the last one got no pong. */
+  sweep(now: number, intervalMs: number): void {
+    if (this.state !== "open" || now - this.lastPingAt < intervalMs) return;
+    if (this.awaitingPong) {
+      this.fail(`no WebSocket pong within ${Math.round(intervalMs / 1000)} s`);
+      return;
+    }
+    this.awaitingPong = true;
+    this.lastPingAt = now;
+    this.ws!.ping();
+  }
+
+  /** Drops the connection and schedules a reconnect (the upstream is slow, silent or misbehaving). */
+  fail(error: string): void {
+    if (this.state === "closed" || this.state === "down") return;
+    const ws = this.ws;
+    this.ws = undefined;
+    this.raw = undefined;
+    ws?.removeAllListeners();
+    ws?.on("error", () => {});
+    ws?.terminate();
+    this.state = "down";
+    this.lastError = error;
+    this.readingPaused = false;
+    this.awaitingPong = false;
+    this.queue = [];
+    this.queuedBytes = 0;
+    this.internalPending.clear();
+    const o = this.opts.backoff;
+    const base = Math.min(o.maxMs, o.initialMs * 2 ** Math.min(this.attempts, 20));
+    const retryInMs = Math.round(base / 2 + (Math.random() * base) / 2);
+    this.attempts++;
+    this.retryTimer = setTimeout(() => {
+      this.retryTimer = undefined;
+      this.opts.counters.reconnects++;
+      this.connect();
+    }, retryInMs);
+    this.retryTimer.unref();
+    this.opts.log.warn({ cluster: this.cluster, error, retryInMs }, "upstream link down");
+    this.events.down(this, error, retryInMs);
+  }
+
+  /** Closes for good (session ended or upstream removed from the route). */
+  close(): void {
+    if (this.state === "closed") return;
+    this.state = "closed";
+    if (this.retryTimer) clearTimeout(this.retryTimer);
+    const ws = this.ws;
+    this.ws = undefined;
+    this.queue = [];
+    this.queuedBytes = 0;
+    if (ws) {
+      ws.removeAllListeners();
+      ws.on("error", () => {});
+      if (ws.readyState === WebSocket.OPEN) ws.close(1000, "session closed");
+      else ws.terminate();
+    }
+  }
+}

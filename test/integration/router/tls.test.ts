@@ -1,0 +1,89 @@
+// TLS on both faces of the router: a gateway router serves wss:// with a certificate
+// from a test CA; a Primary router reaches it as a wss:// upstream verified with the
+// route's ca_pem; a client verifies the gateway with the CA and is refused without it.
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import * as pb from "../../../proto/gen/session_pb.js";
+import { createCertificateAuthority, type CertificateAuthority } from "../../env/index.js";
+import { TestAgent } from "../../../data-plane/test-agent/src/test-agent.js";
+import { SessionClient } from "../../../data-plane/test-agent/src/test-client.js";
+import { RouterProcess } from "./router-process.js";
+
+let ca: CertificateAuthority;
+let dir: string;
+let agent: TestAgent;
+let gateway: RouterProcess;
+let primary: RouterProcess;
+
+beforeAll(async () => {
+  ca = await createCertificateAuthority("switchyard-test-ca");
+  const leaf = await ca.issue({
+    commonName: "gateway",
+    ipAddresses: ["127.0.0.1"],
+    dnsNames: ["localhost"],
+    usage: "server",
+  });
+  dir = mkdtempSync(join(tmpdir(), "switchyard-tls-"));
+  writeFileSync(join(dir, "tls.crt"), leaf.certPem);
+  writeFileSync(join(dir, "tls.key"), leaf.keyPem);
+  agent = new TestAgent({ name: "pod-a", secret: "agent" });
+  await agent.start();
+  gateway = await RouterProcess.start(
+    [
+      {
+        sessionId: "mc-child",
+        secret: "child",
+        upstreams: [{ cluster: "pod-a", url: agent.url(), secret: "agent", isDefault: true }],
+      },
+    ],
+    ["--tls-cert", join(dir, "tls.crt"), "--tls-key", join(dir, "tls.key")],
+  );
+  primary = await RouterProcess.start([
+    {
+      sessionId: "mc-parent",
+      secret: "client",
+      upstreams: [
+        {
+          cluster: "east",
+          url: gateway.sessionUrl("mc-child"),
+          secret: "child",
+          isDefault: true,
+          caPem: ca.certPem,
+        },
+      ],
+    },
+  ]);
+});
+
+afterAll(async () => {
+  await primary?.stop();
+  await gateway?.stop();
+  await agent?.stop();
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+describe("TLS", () => {
+  it("reaches a wss:// gateway verified with the route's CA", async () => {
+    const client = await SessionClient.connect(primary.sessionUrl("mc-parent"), "client");
+    await client.upstreamStatus("east", pb.UpstreamState.UP);
+    const env = await client.request(
+      { family: pb.FrameFamily.ENV, kind: pb.EnvKind.GET },
+      pb.EnvGetSchema,
+      {},
+    );
+    expect(env.as(pb.EnvResultSchema).vars.AGENT_NAME).toBe("pod-a");
+    client.close();
+  });
+
+  it("serves clients over wss:// and fails verification without the CA", async () => {
+    expect(gateway.sessionUrl("mc-child")).toMatch(/^wss:/);
+    const ok = await SessionClient.connect(gateway.sessionUrl("mc-child"), "child", { ca: ca.certPem });
+    expect((await ok.ping()).kind).toBe(pb.PingKind.PONG);
+    ok.close();
+    await expect(SessionClient.connect(gateway.sessionUrl("mc-child"), "child")).rejects.toThrow(
+      /certificate/i,
+    );
+  });
+});
