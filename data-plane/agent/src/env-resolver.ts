@@ -237,30 +237,30 @@ export async function resolveContainerEnv(
     let value: string | undefined;
     if (e.valueFrom) {
       const vf = e.valueFrom;
-      if (vf.configMapKeyRef) {
-        const ref = vf.configMapKeyRef;
-        const data = await sources.configMap(ns, ref.name!);
+      const keyRef = vf.configMapKeyRef
+        ? {
+            kind: "ConfigMap",
+            ref: vf.configMapKeyRef,
+            read: (n: string, name: string) => sources.configMap(n, name),
+          }
+        : vf.secretKeyRef
+          ? {
+              kind: "Secret",
+              ref: vf.secretKeyRef,
+              read: (n: string, name: string) => sources.secret(n, name),
+            }
+          : undefined;
+      if (keyRef) {
+        const { kind, ref, read } = keyRef;
+        const data = await read(ns, ref.name!);
         value = data?.[ref.key];
         if (value === undefined) {
           if (ref.optional) continue;
           throw new EnvResolveError(
             data ? "SWITCHYARD_ENV_KEY_NOT_FOUND" : "SWITCHYARD_ENV_SOURCE_NOT_FOUND",
             data
-              ? `env ${e.name}: key "${ref.key}" not found in ConfigMap ${ns}/${ref.name}`
-              : `env ${e.name}: ConfigMap ${ns}/${ref.name} not found`,
-          );
-        }
-      } else if (vf.secretKeyRef) {
-        const ref = vf.secretKeyRef;
-        const data = await sources.secret(ns, ref.name!);
-        value = data?.[ref.key];
-        if (value === undefined) {
-          if (ref.optional) continue;
-          throw new EnvResolveError(
-            data ? "SWITCHYARD_ENV_KEY_NOT_FOUND" : "SWITCHYARD_ENV_SOURCE_NOT_FOUND",
-            data
-              ? `env ${e.name}: key "${ref.key}" not found in Secret ${ns}/${ref.name}`
-              : `env ${e.name}: Secret ${ns}/${ref.name} not found`,
+              ? `env ${e.name}: key "${ref.key}" not found in ${kind} ${ns}/${ref.name}`
+              : `env ${e.name}: ${kind} ${ns}/${ref.name} not found`,
           );
         }
       } else if (vf.fieldRef) {
