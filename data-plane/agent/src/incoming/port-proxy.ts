@@ -37,6 +37,8 @@ export interface ConnectionControl {
   /** Flow control of the client → session direction. */
   pause(): void;
   resume(): void;
+  /** Calls `cb` once after `write` returned false and the client drained (or closed). */
+  drained(cb: () => void): void;
 }
 
 /** What the session layer returns for a raw connection: where the client's bytes go. */
@@ -164,6 +166,7 @@ export class PortProxy {
         end: () => {},
         pause: () => {},
         resume: () => {},
+        drained: (cb) => cb(),
       };
       sinks.push(session.connection({ ...info, id: newId(), mode: "mirror" }, control));
     }
@@ -240,6 +243,19 @@ export class PortProxy {
       end: () => client.end(),
       pause: () => client.pause(),
       resume: () => client.resume(),
+      drained: (cb) => {
+        if (client.destroyed || !client.writableNeedDrain) return cb();
+        let called = false;
+        const once = () => {
+          if (called) return;
+          called = true;
+          client.off("drain", once);
+          client.off("close", once);
+          cb();
+        };
+        client.on("drain", once);
+        client.on("close", once);
+      },
     };
     const sink = session.connection({ ...base, id: newId(), mode: "steal" }, control);
     const finish = () => {

@@ -1,0 +1,332 @@
+// The agent's network face: the WebSocket endpoint /v1/sessions/{id} that workload
+// routers dial (authenticated before the upgrade: `Authorization: Bearer <secret>` whose
+// sha256 SessionSecrets accepts for that session, else 401), one PortProxy per target
+// port, and the coarse sweep that drops sessions without a protocol ping and expires
+// stolen requests. One WebSocket per session id: a newer connection for the same id
+// replaces the older one (a router that reconnected), whose resources are released first.
+import {
+  createServer as createHttpServer,
+  type IncomingMessage,
+  type Server,
+  type ServerResponse,
+} from "node:http";
+import { createServer as createHttpsServer } from "node:https";
+import type { AddressInfo, Socket } from "node:net";
+import type { Logger } from "pino";
+import { WebSocketServer } from "ws";
+import { DEFAULT_MAX_PAYLOAD_BYTES, HEADER_BYTES } from "../../../proto/frame-codec.js";
+import { AgentError } from "./agent-errors.js";
+import { AgentMetrics } from "./agent-metrics.js";
+import { AgentSession } from "./agent-session.js";
+import { PortProxy } from "./incoming/port-proxy.js";
+import { PortSubscriptions } from "./incoming/port-subscriptions.js";
+import type { OutgoingOptions } from "./outgoing-tcp.js";
+import { DEFAULT_FLOW_LIMITS, type FlowLimits } from "./session-flow.js";
+import type { SessionSecrets } from "./session-secrets.js";
+import type { TargetView } from "./target-view.js";
+
+const SESSION_PATH = /^\/v1\/sessions\/([A-Za-z0-9][A-Za-z0-9._:-]{0,252})$/;
+
+export interface TargetPort {
+  /** The target's port: what subscriptions name and where the app listens. */
+  appPort: number;
+  /** Where the agent accepts that port's traffic (sidecar: redirected; process mode: another port). 0 = ephemeral. */
+  listenPort: number;
+  /** Default 127.0.0.1. */
+  appHost?: string;
+  /** Default: the agent's listen host. */
+  listenHost?: string;
+}
+
+export interface AgentServerOptions {
+  /** Protocol endpoint address. */
+  host: string;
+  /** 0 = ephemeral. */
+  port: number;
+  secrets: SessionSecrets;
+  view: TargetView;
+  ports: readonly TargetPort[];
+  outgoing?: OutgoingOptions;
+  /** Drop a session after this long without a protocol ping, ms (default 60 000). */
+  pingTimeoutMs?: number;
+  /** Coarse sweep period, ms (default min(5 000, pingTimeoutMs / 4)). */
+  sweepIntervalMs?: number;
+  flow?: Partial<FlowLimits>;
+  /** Largest frame payload, bytes (default 1 MiB). */
+  maxPayloadBytes?: number;
+  /** How long a stolen HTTP request waits for the session, ms (default 60 000). */
+  stolenRequestTimeoutMs?: number;
+  /** Serve wss:// with this certificate. */
+  tls?: { certPem: string; keyPem: string };
+  logger: Logger;
+}
+
+function positive(name: string, v: number): number {
+  if (!Number.isFinite(v) || v <= 0)
+    throw new AgentError("SWITCHYARD_AGENT_CONFIG", `${name} must be a positive number, got ${v}`);
+  return v;
+}
+
+function reject(socket: Socket, status: number, code: string, message: string): void {
+  const body = JSON.stringify({ code, message });
+  const text = status === 401 ? "Unauthorized" : status === 404 ? "Not Found" : "Bad Request";
+  socket.end(
+    `HTTP/1.1 ${status} ${text}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+  );
+}
+
+export class AgentServer {
+  readonly metrics: AgentMetrics;
+  readonly subscriptions = new PortSubscriptions();
+  readonly sessions = new Map<string, AgentSession>();
+  readonly proxies: PortProxy[] = [];
+  private readonly server: Server;
+  private readonly wss: WebSocketServer;
+  private readonly log: Logger;
+  private readonly pingTimeoutMs: number;
+  private readonly sweepIntervalMs: number;
+  private readonly flow: FlowLimits;
+  private readonly maxPayloadBytes: number;
+  private readonly stolenRequestTimeoutMs: number;
+  private readonly portSet: Set<number>;
+  private sweepTimer: NodeJS.Timeout | undefined;
+  /** app port → the port the agent actually listens on (after listen()). */
+  readonly trafficPorts = new Map<number, number>();
+
+  constructor(private readonly opts: AgentServerOptions) {
+    this.log = opts.logger;
+    this.pingTimeoutMs = positive("pingTimeoutMs", opts.pingTimeoutMs ?? 60_000);
+    this.sweepIntervalMs = positive(
+      "sweepIntervalMs",
+      opts.sweepIntervalMs ?? Math.min(5000, this.pingTimeoutMs / 4),
+    );
+    this.maxPayloadBytes = positive("maxPayloadBytes", opts.maxPayloadBytes ?? DEFAULT_MAX_PAYLOAD_BYTES);
+    this.stolenRequestTimeoutMs = positive("stolenRequestTimeoutMs", opts.stolenRequestTimeoutMs ?? 60_000);
+    this.flow = { ...DEFAULT_FLOW_LIMITS, ...opts.flow };
+    if (!(
+      this.flow.lowWaterBytes < this.flow.highWaterBytes &&
+      this.flow.highWaterBytes < this.flow.hardLimitBytes
+    )) {
+      throw new AgentError(
+        "SWITCHYARD_AGENT_CONFIG",
+        "flow limits must satisfy lowWaterBytes < highWaterBytes < hardLimitBytes",
+      );
+    }
+    this.portSet = new Set(opts.ports.map((p) => p.appPort));
+    if (this.portSet.size !== opts.ports.length)
+      throw new AgentError("SWITCHYARD_AGENT_CONFIG", "each target port may be given once");
+    for (const p of opts.ports) {
+      this.proxies.push(
+        new PortProxy({
+          listenPort: p.listenPort,
+          listenHost: p.listenHost ?? opts.host,
+          appHost: p.appHost ?? "127.0.0.1",
+          appPort: p.appPort,
+          subscriptionPort: p.appPort,
+          subscriptions: this.subscriptions,
+          sessions: (id) => this.sessions.get(id)?.traffic,
+          // A stolen request travels in one frame: keep room for its head.
+          maxStolenBodyBytes: this.maxPayloadBytes - 64 * 1024,
+        }),
+      );
+    }
+    this.metrics = new AgentMetrics({
+      sessions: () => this.sessions.size,
+      subscriptions: () => {
+        const out = { mirror: 0, steal: 0, filtered_steal: 0 };
+        for (const port of this.portSet)
+          for (const s of this.subscriptions.forPort(port))
+            out[s.mode === "mirror" ? "mirror" : s.filter ? "filtered_steal" : "steal"]++;
+        return out;
+      },
+      connections: () => {
+        const out = { incoming_steal: 0, incoming_mirror: 0, outgoing_tcp: 0, outgoing_udp: 0 };
+        for (const s of this.sessions.values()) {
+          const c = s.traffic.counts();
+          out.incoming_steal += c.steal;
+          out.incoming_mirror += c.mirror;
+          out.outgoing_tcp += s.tcp.size;
+          out.outgoing_udp += s.udp.size;
+        }
+        return out;
+      },
+      bufferedBytes: () => {
+        let n = 0;
+        for (const s of this.sessions.values()) n += s.flow.bufferedBytes;
+        return n;
+      },
+      proxy: () => {
+        const out = { requestsApp: 0, requestsStolen: 0, requestsFailed: 0, mirrorDroppedBytes: 0 };
+        for (const p of this.proxies) {
+          out.requestsApp += p.metrics.requests.app;
+          out.requestsStolen += p.metrics.requests.stolen;
+          out.requestsFailed += p.metrics.requests.failed;
+          out.mirrorDroppedBytes += p.metrics.mirrorDroppedBytes;
+        }
+        return out;
+      },
+    });
+    this.wss = new WebSocketServer({
+      noServer: true,
+      perMessageDeflate: false,
+      skipUTF8Validation: true,
+      // Above maxPayloadBytes (up to 4×) a frame gets a precise SWITCHYARD_FRAME_OVERSIZED
+      // answer from the codec; beyond that the WebSocket itself closes (1009).
+      maxPayload: this.maxPayloadBytes * 4 + HEADER_BYTES,
+    });
+    const handler = (req: IncomingMessage, res: ServerResponse) => void this.http(req, res);
+    this.server = opts.tls
+      ? createHttpsServer({ cert: opts.tls.certPem, key: opts.tls.keyPem }, handler)
+      : createHttpServer(handler);
+    this.server.on(
+      "upgrade",
+      (req: IncomingMessage, socket: Socket, head: Buffer) => void this.upgrade(req, socket, head),
+    );
+  }
+
+  /** The protocol endpoint's port (after listen()). */
+  get port(): number {
+    return (this.server.address() as AddressInfo).port;
+  }
+
+  /** ws:// (or wss://) URL of a session on this agent. */
+  url(sessionId: string): string {
+    const host = this.opts.host.includes(":") ? `[${this.opts.host}]` : this.opts.host;
+    return `${this.opts.tls ? "wss" : "ws"}://${host === "0.0.0.0" ? "127.0.0.1" : host}:${this.port}/v1/sessions/${sessionId}`;
+  }
+
+  async listen(): Promise<void> {
+    await new Promise<void>((resolve, reject) => {
+      this.server.once("error", reject);
+      this.server.listen(this.opts.port, this.opts.host, () => resolve());
+    });
+    for (const [i, proxy] of this.proxies.entries())
+      this.trafficPorts.set(this.opts.ports[i]!.appPort, await proxy.listen());
+    this.sweepTimer = setInterval(() => this.sweep(Date.now()), this.sweepIntervalMs);
+    this.sweepTimer.unref();
+    this.log.info(
+      { port: this.port, trafficPorts: Object.fromEntries(this.trafficPorts) },
+      "agent listening",
+    );
+  }
+
+  /** Listens, serves until `signal` aborts, then closes. */
+  async start(signal: AbortSignal): Promise<void> {
+    await this.listen();
+    if (!signal.aborted)
+      await new Promise<void>((resolve) => signal.addEventListener("abort", () => resolve(), { once: true }));
+    await this.close();
+  }
+
+  async close(): Promise<void> {
+    if (this.sweepTimer) clearInterval(this.sweepTimer);
+    for (const s of [...this.sessions.values()]) s.end("agent_stopping", "the agent is shutting down", 1001);
+    for (const c of this.wss.clients) c.terminate();
+    await Promise.all(this.proxies.map((p) => p.close()));
+    await new Promise<void>((resolve) => {
+      this.server.close(() => resolve());
+      this.server.closeAllConnections();
+    });
+  }
+
+  /** Drops sessions whose last protocol ping is too old; expires stolen requests. */
+  sweep(now: number): void {
+    for (const s of [...this.sessions.values()]) {
+      if (now - s.lastPingAt > this.pingTimeoutMs) {
+        this.metrics.counters.pingTimeouts++;
+        this.metrics.counters.error("ping_timeout");
+        s.end(
+          "ping_timeout",
+          `no protocol ping within ${Math.round(this.pingTimeoutMs / 1000)} s; subscriptions and connections dropped`,
+          4408,
+        );
+        continue;
+      }
+      s.traffic.sweep(now);
+    }
+  }
+
+  private async upgrade(req: IncomingMessage, socket: Socket, head: Buffer): Promise<void> {
+    socket.on("error", () => {});
+    const path = (req.url ?? "").split("?")[0]!;
+    const m = SESSION_PATH.exec(path);
+    if (!m)
+      return reject(
+        socket,
+        404,
+        "SWITCHYARD_NOT_FOUND",
+        `no WebSocket endpoint at ${path.slice(0, 200)}; use /v1/sessions/{id}`,
+      );
+    const sessionId = m[1]!;
+    const h = req.headers.authorization;
+    const secret = typeof h === "string" ? /^Bearer[ ]+(\S+)\s*$/i.exec(h)?.[1] : undefined;
+    if (secret === undefined) {
+      this.metrics.counters.error("auth_failed");
+      return reject(
+        socket,
+        401,
+        "SWITCHYARD_UNAUTHENTICATED",
+        "send the session's agent secret as 'Authorization: Bearer <secret>'",
+      );
+    }
+    const grant = await this.opts.secrets.authorize(sessionId, secret);
+    if (!grant) {
+      this.metrics.counters.error("auth_failed");
+      this.log.info({ session: sessionId }, "refused a connection with a wrong secret");
+      return reject(
+        socket,
+        401,
+        "SWITCHYARD_UNAUTHENTICATED",
+        `the secret is not valid for session ${sessionId} on this agent`,
+      );
+    }
+    if (socket.destroyed) return;
+    this.wss.handleUpgrade(req, socket, head, (ws) => {
+      ws.binaryType = "nodebuffer";
+      const previous = this.sessions.get(sessionId);
+      previous?.end("replaced", "a newer connection for this session replaced this one", 4409);
+      const session = new AgentSession({
+        sessionId,
+        grant,
+        ws,
+        socket,
+        log: this.log,
+        counters: this.metrics.counters,
+        view: this.opts.view,
+        subscriptions: this.subscriptions,
+        ports: this.portSet,
+        flow: this.flow,
+        outgoing: this.opts.outgoing ?? {},
+        maxPayloadBytes: this.maxPayloadBytes,
+        stolenRequestTimeoutMs: this.stolenRequestTimeoutMs,
+        onEnd: (s) => {
+          if (this.sessions.get(s.id) !== s) return;
+          this.sessions.delete(s.id);
+          const ports = this.subscriptions.dropSession(s.id);
+          if (ports.length > 0)
+            this.log.info({ session: s.id, ports }, "dropped the session's subscriptions");
+        },
+      });
+      this.sessions.set(sessionId, session);
+    });
+  }
+
+  /** /healthz and /metrics (also served on --metrics-listen by main.ts). */
+  async http(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const path = (req.url ?? "").split("?")[0];
+    try {
+      if (path === "/healthz") {
+        res.writeHead(200, { "content-type": "text/plain" }).end("ok\n");
+      } else if (path === "/metrics") {
+        const body = await this.metrics.registry.metrics();
+        res.writeHead(200, { "content-type": this.metrics.registry.contentType }).end(body);
+      } else {
+        res
+          .writeHead(404, { "content-type": "application/json" })
+          .end(JSON.stringify({ code: "SWITCHYARD_NOT_FOUND", message: `no handler for ${path}` }));
+      }
+    } catch (err) {
+      res.writeHead(500, { "content-type": "text/plain" }).end(`${(err as Error).message}\n`);
+    }
+  }
+}

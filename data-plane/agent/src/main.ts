@@ -1,0 +1,257 @@
+// The agent process: parses flags (each also an environment variable
+// SWITCHYARD_AGENT_<FLAG>), builds the AgentServer for one target and runs until
+// SIGTERM/SIGINT. As a sidecar it reads its pod from POD_NAMESPACE/POD_NAME (downward
+// API) with the in-cluster ServiceAccount; as a local process it takes --pod and
+// --kubeconfig. Target ports: `--app-port 8080` (agent accepts on 8080 and forwards to
+// the app on 8080 of --app-host: sidecar with redirected traffic or an app on another
+// host) or `--app-port 8080:18080` (subscriptions name 8080, the app listens on 8080,
+// the agent accepts that port's traffic on 18080: process mode beside a local app).
+import { createServer } from "node:http";
+import { readFileSync } from "node:fs";
+import { Command, Option } from "commander";
+import { KubeConfig } from "@kubernetes/client-node";
+import { pino } from "pino";
+import { AgentError } from "./agent-errors.js";
+import { AgentServer, type TargetPort } from "./agent-server.js";
+import { ApiSources } from "./api-sources.js";
+import { SessionSecrets } from "./session-secrets.js";
+import { TargetView, type TargetRef } from "./target-view.js";
+
+interface Flags {
+  listen: string;
+  appPort: string[];
+  appHost: string;
+  trafficHost?: string;
+  kubeconfig?: string;
+  pod?: string;
+  container?: string;
+  sharedVolume: string[];
+  outboundBind?: string;
+  secretHash: string[];
+  secretsFile?: string;
+  metricsListen?: string;
+  pingTimeoutMs: string;
+  logLevel: string;
+  tlsCert?: string;
+  tlsKey?: string;
+}
+
+const env = (name: string) => `SWITCHYARD_AGENT_${name}`;
+const collect = (value: string, previous: string[] = []) => [
+  ...previous,
+  ...value
+    .split(",")
+    .map((s) => s.trim())
+    .filter(Boolean),
+];
+
+function parseHostPort(flag: string, raw: string): { host: string; port: number } {
+  const i = raw.lastIndexOf(":");
+  const port = Number(raw.slice(i + 1));
+  if (i < 0 || !Number.isInteger(port) || port < 0 || port > 65535)
+    throw new AgentError(
+      "SWITCHYARD_AGENT_CONFIG",
+      `--${flag} must be host:port (e.g. 0.0.0.0:9440), got ${JSON.stringify(raw)}`,
+    );
+  return { host: raw.slice(0, i).replace(/^\[|\]$/g, "") || "0.0.0.0", port };
+}
+
+/** `8080` or `8080:18080` (app port : agent's listening port). */
+function parseAppPort(raw: string): TargetPort {
+  const m = /^(\d{1,5})(?::(\d{1,5}))?$/.exec(raw);
+  const app = Number(m?.[1]);
+  const listen = m?.[2] === undefined ? app : Number(m[2]);
+  if (!m || app < 1 || app > 65535 || listen > 65535)
+    throw new AgentError(
+      "SWITCHYARD_AGENT_CONFIG",
+      `--app-port must be PORT or APP_PORT:LISTEN_PORT (e.g. 8080 or 8080:18080), got ${JSON.stringify(raw)}`,
+    );
+  return { appPort: app, listenPort: listen };
+}
+
+function targetRef(f: Flags): TargetRef | undefined {
+  const raw =
+    f.pod ??
+    (process.env.POD_NAMESPACE && process.env.POD_NAME
+      ? `${process.env.POD_NAMESPACE}/${process.env.POD_NAME}`
+      : undefined);
+  if (!raw) return undefined;
+  const [namespace, name, extra] = raw.split("/");
+  if (!namespace || !name || extra !== undefined)
+    throw new AgentError(
+      "SWITCHYARD_AGENT_CONFIG",
+      `--pod must be namespace/name, got ${JSON.stringify(raw)}`,
+    );
+  const shared = new Map<string, string>();
+  for (const s of f.sharedVolume) {
+    const [vol, path] = s.split("=");
+    if (!vol || !path)
+      throw new AgentError(
+        "SWITCHYARD_AGENT_CONFIG",
+        `--shared-volume must be VOLUME=PATH, got ${JSON.stringify(s)}`,
+      );
+    shared.set(vol, path);
+  }
+  return {
+    namespace,
+    name,
+    ...(f.container ? { container: f.container } : {}),
+    ...(shared.size ? { sharedVolumes: shared } : {}),
+  };
+}
+
+function kubeConfig(f: Flags): KubeConfig {
+  const kc = new KubeConfig();
+  if (f.kubeconfig) kc.loadFromFile(f.kubeconfig);
+  else if (process.env.KUBERNETES_SERVICE_HOST) kc.loadFromCluster();
+  else kc.loadFromDefault();
+  return kc;
+}
+
+async function main(): Promise<void> {
+  const program = new Command("switchyard-agent")
+    .description("Switchyard agent: serves one target's env, files, network and ports to sessions")
+    .addOption(
+      new Option("--listen <host:port>", "protocol endpoint (routers dial /v1/sessions/{id})")
+        .env(env("LISTEN"))
+        .default("0.0.0.0:9440"),
+    )
+    .addOption(
+      new Option(
+        "--app-port <ports>",
+        "target port(s): PORT or APP_PORT:LISTEN_PORT; repeat or comma-separate",
+      )
+        .env(env("APP_PORT"))
+        .argParser(collect)
+        .default([]),
+    )
+    .addOption(
+      new Option("--app-host <host>", "where the app listens").env(env("APP_HOST")).default("127.0.0.1"),
+    )
+    .addOption(
+      new Option(
+        "--traffic-host <host>",
+        "address the target ports are accepted on (default: the --listen host)",
+      ).env(env("TRAFFIC_HOST")),
+    )
+    .addOption(
+      new Option(
+        "--kubeconfig <path>",
+        "kubeconfig (default: in-cluster ServiceAccount, else the default kubeconfig)",
+      ).env(env("KUBECONFIG")),
+    )
+    .addOption(
+      new Option("--pod <namespace/name>", "the target pod (default POD_NAMESPACE/POD_NAME)").env(env("POD")),
+    )
+    .addOption(
+      new Option("--container <name>", "the target container (default: the pod's first)").env(
+        env("CONTAINER"),
+      ),
+    )
+    .addOption(
+      new Option(
+        "--shared-volume <volume=path>",
+        "sidecar: a volume shared with the target, mounted in the agent at path; repeatable",
+      )
+        .env(env("SHARED_VOLUME"))
+        .argParser(collect)
+        .default([]),
+    )
+    .addOption(
+      new Option("--outbound-bind <ip>", "local address outgoing TCP/UDP sockets bind to").env(
+        env("OUTBOUND_BIND"),
+      ),
+    )
+    .addOption(
+      new Option("--secret-hash <sha256>", "sha256 (hex) of a secret accepted for every session; repeatable")
+        .env(env("SECRET_HASH"))
+        .argParser(collect)
+        .default([]),
+    )
+    .addOption(
+      new Option(
+        "--secrets-file <path>",
+        "per-session secret hashes and params written by the control plane (re-read on change)",
+      ).env(env("SECRETS_FILE")),
+    )
+    .addOption(
+      new Option("--metrics-listen <host:port>", "serve /metrics and /healthz here too").env(
+        env("METRICS_LISTEN"),
+      ),
+    )
+    .addOption(
+      new Option("--ping-timeout-ms <n>", "drop a session after this long without a protocol ping")
+        .env(env("PING_TIMEOUT_MS"))
+        .default("60000"),
+    )
+    .addOption(new Option("--log-level <level>", "pino log level").env(env("LOG_LEVEL")).default("info"))
+    .addOption(new Option("--tls-cert <path>", "serve wss:// with this certificate").env(env("TLS_CERT")))
+    .addOption(new Option("--tls-key <path>", "key of --tls-cert").env(env("TLS_KEY")));
+  program.parse();
+  const f = program.opts<Flags>();
+  const log = pino({ level: f.logLevel, base: { component: "agent" } });
+
+  const ports = f.appPort.map(parseAppPort);
+  if (ports.length === 0)
+    log.warn("no --app-port: the agent owns no target port, so subscriptions will be refused");
+  if ((f.tlsCert === undefined) !== (f.tlsKey === undefined))
+    throw new AgentError("SWITCHYARD_AGENT_CONFIG", "--tls-cert and --tls-key go together");
+  const pingTimeoutMs = Number(f.pingTimeoutMs);
+  if (!Number.isInteger(pingTimeoutMs) || pingTimeoutMs <= 0)
+    throw new AgentError(
+      "SWITCHYARD_AGENT_CONFIG",
+      `--ping-timeout-ms must be a positive integer, got ${f.pingTimeoutMs}`,
+    );
+
+  const secrets = new SessionSecrets({
+    secretHashes: f.secretHash,
+    ...(f.secretsFile ? { secretsFile: f.secretsFile } : {}),
+    onFileError: (err) =>
+      log.error({ err: err.message }, "secrets file rejected; keeping the last good content"),
+  });
+  await secrets.load();
+  const ref = targetRef(f);
+  const view = new TargetView(ref ? new ApiSources(kubeConfig(f)) : undefined, ref);
+  const { host, port } = parseHostPort("listen", f.listen);
+  const server = new AgentServer({
+    host,
+    port,
+    secrets,
+    view,
+    ports: ports.map((p) => ({
+      ...p,
+      appHost: f.appHost,
+      ...(f.trafficHost ? { listenHost: f.trafficHost } : {}),
+    })),
+    outgoing: f.outboundBind ? { bindAddress: f.outboundBind } : {},
+    pingTimeoutMs,
+    logger: log,
+    ...(f.tlsCert && f.tlsKey
+      ? { tls: { certPem: readFileSync(f.tlsCert, "utf8"), keyPem: readFileSync(f.tlsKey, "utf8") } }
+      : {}),
+  });
+
+  const abort = new AbortController();
+  for (const sig of ["SIGTERM", "SIGINT"] as const) process.once(sig, () => abort.abort());
+  if (f.metricsListen) {
+    const m = parseHostPort("metrics-listen", f.metricsListen);
+    const metricsServer = createServer((req, res) => void server.http(req, res));
+    await new Promise<void>((resolve, reject) => {
+      metricsServer.once("error", reject);
+      metricsServer.listen(m.port, m.host, () => resolve());
+    });
+    abort.signal.addEventListener("abort", () => metricsServer.close(), { once: true });
+  }
+  log.info(
+    { pod: ref ? `${ref.namespace}/${ref.name}` : undefined, ports, outboundBind: f.outboundBind },
+    "agent starting",
+  );
+  await server.start(abort.signal);
+  log.info("agent stopped");
+}
+
+main().catch((err: unknown) => {
+  const e = err as Error & { code?: string };
+  process.stderr.write(`switchyard-agent: ${e.code ? `${e.code}: ` : ""}${e.message}\n`);
+  process.exit(2);
+});

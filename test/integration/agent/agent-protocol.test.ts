@@ -1,0 +1,249 @@
+// The real agent process against a real API server, spoken to over the session protocol:
+// env equals the pod's kubelet-resolved env (with include/exclude and the DB-branch
+// rewrite), files from a ConfigMap mount read back in pieces, paths the API cannot
+// answer get clear errors — all with a narrow RBAC identity like a sidecar's.
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { CoreV1Api, RbacAuthorizationV1Api, type V1Pod } from "@kubernetes/client-node";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ApiSources } from "../../../data-plane/agent/src/api-sources.js";
+import { resolveContainerEnv } from "../../../data-plane/agent/src/env-resolver.js";
+import { sha256Hex } from "../../../data-plane/agent/src/session-secrets.js";
+import { AgentClient } from "../../../data-plane/agent/src/testing/agent-client.js";
+import { startClusterSet, type ClusterSet } from "../../env/index.js";
+import { AgentProcess } from "./agent-process.js";
+
+const ns = "shop";
+const SECRET = "per-agent-secret-7f3a";
+const BRANCH_SECRET = "branch-session-secret-91c2";
+let set: ClusterSet;
+let pod: V1Pod;
+let agent: AgentProcess;
+let metricsPort = 0;
+const clients: AgentClient[] = [];
+
+async function connect(session: string, secret = SECRET): Promise<AgentClient> {
+  const c = await AgentClient.connect(agent.url(session), secret);
+  clients.push(c);
+  return c;
+}
+
+beforeAll(async () => {
+  set = await startClusterSet({ clusters: ["east"], controllerManager: true });
+  const east = set.get("east");
+  const kc = east.kubeConfig();
+  const core = kc.makeApiClient(CoreV1Api);
+  const rbac = kc.makeApiClient(RbacAuthorizationV1Api);
+  await core.createNamespace({ body: { metadata: { name: ns } } });
+  await core.createNamespacedConfigMap({
+    namespace: ns,
+    body: {
+      metadata: { name: "app-config" },
+      data: { LOG_LEVEL: "debug", "settings.yaml": "port: 8080\nname: shop\n" },
+    },
+  });
+  await core.createNamespacedSecret({
+    namespace: ns,
+    body: {
+      metadata: { name: "db" },
+      stringData: { url: "postgres://db:5432/shop?sslmode=disable", password: "s3cret" },
+    },
+  });
+  await core.createNamespacedService({
+    namespace: ns,
+    body: { metadata: { name: "cart-api" }, spec: { ports: [{ name: "http", port: 80 }] } },
+  });
+  // The agent's own identity: read its pod and what the pod refers to, nothing else.
+  const agentUser = await east.mintUser("switchyard-agent");
+  await rbac.createNamespacedRole({
+    namespace: ns,
+    body: {
+      metadata: { name: "agent" },
+      rules: [
+        { apiGroups: [""], resources: ["pods", "configmaps", "secrets"], verbs: ["get"] },
+        { apiGroups: [""], resources: ["services"], verbs: ["list"] },
+      ],
+    },
+  });
+  await rbac.createNamespacedRole({
+    namespace: "default",
+    body: {
+      metadata: { name: "agent-master-service" },
+      rules: [{ apiGroups: [""], resources: ["services"], resourceNames: ["kubernetes"], verbs: ["get"] }],
+    },
+  });
+  for (const [namespace, role] of [
+    [ns, "agent"],
+    ["default", "agent-master-service"],
+  ] as const) {
+    await rbac.createNamespacedRoleBinding({
+      namespace,
+      body: {
+        metadata: { name: role },
+        roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "Role", name: role },
+        subjects: [{ kind: "User", name: "switchyard-agent", apiGroup: "rbac.authorization.k8s.io" }],
+      },
+    });
+  }
+  for (let i = 0; i < 100; i++) {
+    try {
+      await core.readNamespacedServiceAccount({ name: "default", namespace: ns });
+      break;
+    } catch {
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+  pod = await core.createNamespacedPod({
+    namespace: ns,
+    body: {
+      metadata: { name: "shop-0", labels: { app: "shop" } },
+      spec: {
+        containers: [
+          {
+            name: "app",
+            image: "example.invalid/shop:1",
+            envFrom: [{ configMapRef: { name: "app-config" } }, { prefix: "DB_", secretRef: { name: "db" } }],
+            env: [
+              { name: "POD_NAME", valueFrom: { fieldRef: { fieldPath: "metadata.name" } } },
+              { name: "DATABASE_URL", valueFrom: { secretKeyRef: { name: "db", key: "url" } } },
+              { name: "GREETING", value: "level=$(LOG_LEVEL)" },
+            ],
+            volumeMounts: [{ name: "config", mountPath: "/etc/shop" }],
+          },
+        ],
+        volumes: [{ name: "config", configMap: { name: "app-config" } }],
+      },
+    },
+  });
+  const dir = mkdtempSync(join(tmpdir(), "agent-it-"));
+  const secretsFile = join(dir, "secrets.json");
+  writeFileSync(
+    secretsFile,
+    JSON.stringify({
+      sessions: {
+        "branchy-1": {
+          secretSha256: sha256Hex(BRANCH_SECRET),
+          branch: { variable: "DATABASE_URL", branch: "feature-42" },
+        },
+      },
+    }),
+  );
+  const { createServer } = await import("node:net");
+  metricsPort = await new Promise<number>((r) => {
+    const s = createServer().listen(0, "127.0.0.1", () => {
+      const p = (s.address() as { port: number }).port;
+      s.close(() => r(p));
+    });
+  });
+  agent = await AgentProcess.start([
+    "--kubeconfig",
+    agentUser.kubeconfigPath,
+    "--pod",
+    `${ns}/shop-0`,
+    "--container",
+    "app",
+    "--app-port",
+    "18080:0",
+    "--secret-hash",
+    sha256Hex(SECRET),
+    "--secrets-file",
+    secretsFile,
+    "--metrics-listen",
+    `127.0.0.1:${metricsPort}`,
+  ]);
+});
+
+afterAll(async () => {
+  for (const c of clients) c.close();
+  await agent?.stop();
+  await set?.stop();
+});
+
+describe("env through the protocol", () => {
+  it("equals the pod's environment resolved through the API", async () => {
+    const expected = Object.fromEntries(
+      await resolveContainerEnv(pod, new ApiSources(set.get("east").kubeConfig()).envSources()),
+    );
+    const c = await connect("env-1");
+    const got = await c.env();
+    expect(got.error).toBe("");
+    expect(got.vars).toEqual(expected);
+    expect(got.vars).toMatchObject({
+      LOG_LEVEL: "debug",
+      DB_password: "s3cret",
+      POD_NAME: "shop-0",
+      GREETING: "level=debug",
+    });
+    expect(got.vars.CART_API_SERVICE_HOST).toMatch(/^10\./);
+  });
+
+  it("applies include/exclude patterns and names", async () => {
+    const c = await connect("env-2");
+    expect(Object.keys((await c.env({ include: ["DB_*"], exclude: ["*password"] })).vars)).toEqual([
+      "DB_url",
+    ]);
+    expect((await c.env({ names: ["POD_NAME", "NOPE"] })).vars).toEqual({ POD_NAME: "shop-0" });
+  });
+
+  it("rewrites the database URL to the session's branch (secrets file) or the one in EnvGet", async () => {
+    const branchy = await connect("branchy-1", BRANCH_SECRET);
+    expect((await branchy.env({ names: ["DATABASE_URL"] })).vars.DATABASE_URL).toBe(
+      "postgres://db:5432/feature-42?sslmode=disable",
+    );
+    const plain = await connect("env-3");
+    expect((await plain.env({ names: ["DATABASE_URL"] })).vars.DATABASE_URL).toBe(
+      "postgres://db:5432/shop?sslmode=disable",
+    );
+    const asked = await plain.env({
+      names: ["DATABASE_URL"],
+      branchVariable: "DATABASE_URL",
+      branch: "pr-7",
+    });
+    expect(asked.vars.DATABASE_URL).toBe("postgres://db:5432/pr-7?sslmode=disable");
+    // The branch session's secret is valid only for its own session id.
+    await expect(AgentClient.connect(agent.url("other"), BRANCH_SECRET)).rejects.toMatchObject({
+      status: 401,
+    });
+  });
+});
+
+describe("files through the protocol", () => {
+  it("reads a ConfigMap-mounted file back in pieces, lists and stats it", async () => {
+    const c = await connect("files-1");
+    expect((await c.readWholeFile("/etc/shop/settings.yaml", 5)).toString()).toBe("port: 8080\nname: shop\n");
+    const dir = await c.readDir("/etc/shop");
+    expect(dir.result.case === "entries" && dir.result.value.entries.map((e) => e.name)).toEqual([
+      "LOG_LEVEL",
+      "settings.yaml",
+    ]);
+    const st = await c.stat("/etc/shop/settings.yaml");
+    expect(st.result.case === "stat" && Number(st.result.value.size)).toBe(22);
+  });
+
+  it("answers paths the API cannot serve with clear errors, never a wrong answer", async () => {
+    const c = await connect("files-2");
+    const image = await c.open("/etc/passwd");
+    expect(image.error).toBe("ENOTSUP");
+    expect(image.message).toMatch(
+      /not under a volume mount of container app; files from the container image are not available/,
+    );
+    expect((await c.open("/etc/shop/missing")).error).toBe("ENOENT");
+    expect((await c.open("/etc/shop/settings.yaml", true)).error).toBe("EROFS");
+    expect((await c.read(999n, 0, 10)).error).toBe("EBADF");
+  });
+});
+
+describe("the process", () => {
+  it("serves metrics and never logs secrets", async () => {
+    const res = await fetch(`http://127.0.0.1:${metricsPort}/metrics`);
+    const text = await res.text();
+    expect(text).toMatch(/^switchyard_agent_sessions \d+$/m);
+    expect(text).toMatch(/^switchyard_agent_errors_total\{code="auth_failed"\} [1-9]/m);
+    expect((await fetch(`http://127.0.0.1:${metricsPort}/healthz`)).status).toBe(200);
+    const logs = agent.output.join("\n");
+    expect(logs).toContain('"session":"env-1"');
+    expect(logs).not.toContain(SECRET);
+    expect(logs).not.toContain(BRANCH_SECRET);
+  });
+});
