@@ -1,0 +1,49 @@
+// The seam between the ClusterSession reconciler and whatever runs agents: the
+// reconciler says "make sure agents serve this target" and "the last session on it
+// ended"; a provisioner decides how (a sidecar patched into the workload, or a local
+// process). Both calls are idempotent and level-triggered: they look at what exists,
+// never at what they did before, so a restarted control plane recovers the same agents.
+import type { V1Pod } from "@kubernetes/client-node";
+import type { ResolvedTarget } from "./target-resolver.js";
+
+export type ProvisionerMode = "sidecar" | "process";
+
+/** One agent that serves a ready pod of the target. */
+export interface AgentEndpoint {
+  /** RFC 1123 label naming the agent in the routing table (upstream `cluster`). */
+  id: string;
+  /** The pod it serves. */
+  pod: V1Pod;
+  /** ws:// or wss:// base URL of its protocol endpoint (no path). */
+  baseUrl: string;
+}
+
+export interface EnsureAgentsInput {
+  resolved: ResolvedTarget;
+  /** Lowercase hex sha256 of the per-agent secret: the only form the agent is given. */
+  secretHash: string;
+  signal: AbortSignal;
+}
+
+export interface EnsureAgentsResult {
+  /** Agents serving ready pods now, preferred pod first. */
+  agents: AgentEndpoint[];
+  /** Set when no agent is serving yet: why (condition reason, CamelCase) and what is awaited. */
+  waiting?: { reason: string; message: string };
+}
+
+export interface AgentProvisioner {
+  readonly mode: ProvisionerMode;
+  ensure(input: EnsureAgentsInput): Promise<EnsureAgentsResult>;
+  /** Undo everything done for the target (restore, stop); resolves when done. Safe to repeat. */
+  release(
+    target: { namespace: string; id: string; kind: string; name: string },
+    signal: AbortSignal,
+  ): Promise<void>;
+}
+
+/** An RFC 1123 label for a pod: its name when it fits, else a stable hash-based id. */
+export function agentIdForPod(podName: string, hash: (s: string) => string): string {
+  if (/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/.test(podName)) return podName;
+  return `agent-${hash(podName).slice(0, 16)}`;
+}

@@ -1,0 +1,83 @@
+// The per-agent secret (DESIGN §6: workload router → agent). One random secret per
+// target, kept in a Kubernetes Secret in the target's namespace so a restarted control
+// plane finds the same one (agents keep running and keep accepting it). Only its
+// sha256 goes to the agent; the secret itself goes into this member's routing table.
+// Never logged.
+import { createHash, randomBytes } from "node:crypto";
+import { ApiException, CoreV1Api, type KubeConfig, type V1Secret } from "@kubernetes/client-node";
+import { GROUP } from "../crds/api-group.js";
+
+export const AGENT_SECRET_LABEL = `${GROUP}/agent-secret`;
+export const AGENT_TARGET_ANNOTATION = `${GROUP}/agent-target`;
+
+export interface AgentSecret {
+  secret: string;
+  hash: string;
+}
+
+export function sha256Hex(s: string): string {
+  return createHash("sha256").update(s, "utf8").digest("hex");
+}
+
+/** Name of the Secret holding the agent secret of target `id` (`ns/kind/name`). */
+export function agentSecretName(id: string): string {
+  return `switchyard-agent-${sha256Hex(id).slice(0, 20)}`;
+}
+
+export class AgentSecretStore {
+  readonly #core: CoreV1Api;
+
+  constructor(kc: KubeConfig) {
+    this.#core = kc.makeApiClient(CoreV1Api);
+  }
+
+  /** The target's secret, created on first use. */
+  async ensure(namespace: string, id: string): Promise<AgentSecret> {
+    const name = agentSecretName(id);
+    const existing = await this.#read(namespace, name);
+    if (existing) return existing;
+    const secret = randomBytes(32).toString("base64url");
+    const body: V1Secret = {
+      metadata: {
+        name,
+        namespace,
+        labels: { [AGENT_SECRET_LABEL]: "true", "app.kubernetes.io/managed-by": "switchyard" },
+        annotations: { [AGENT_TARGET_ANNOTATION]: id },
+      },
+      type: "Opaque",
+      data: { secret: Buffer.from(secret, "utf8").toString("base64") },
+    };
+    try {
+      await this.#core.createNamespacedSecret({ namespace, body });
+      return { secret, hash: sha256Hex(secret) };
+    } catch (err) {
+      // Another writer won the race: use theirs.
+      if (err instanceof ApiException && err.code === 409) {
+        const again = await this.#read(namespace, name);
+        if (again) return again;
+      }
+      throw err;
+    }
+  }
+
+  async delete(namespace: string, id: string): Promise<void> {
+    try {
+      await this.#core.deleteNamespacedSecret({ namespace, name: agentSecretName(id) });
+    } catch (err) {
+      if (!(err instanceof ApiException && err.code === 404)) throw err;
+    }
+  }
+
+  async #read(namespace: string, name: string): Promise<AgentSecret | undefined> {
+    try {
+      const s = await this.#core.readNamespacedSecret({ namespace, name });
+      const b64 = s.data?.secret;
+      if (!b64) return undefined;
+      const secret = Buffer.from(b64, "base64").toString("utf8");
+      return { secret, hash: sha256Hex(secret) };
+    } catch (err) {
+      if (err instanceof ApiException && err.code === 404) return undefined;
+      throw err;
+    }
+  }
+}

@@ -1,0 +1,70 @@
+import { KubeConfig } from "@kubernetes/client-node";
+import { describe, expect, it } from "vitest";
+import type { ClusterSession } from "../crds/index.js";
+import { RouteSnapshotCache } from "../route-discovery/index.js";
+import type { AgentProvisioner } from "./agent-provisioner.js";
+import { ClusterSessionReconciler, ttlDeadline } from "./cluster-session-reconciler.js";
+import { MemberOptionError } from "./member-errors.js";
+
+function session(created: string, renewedAt?: string, ttlSeconds?: number): ClusterSession {
+  return {
+    apiVersion: "switchyard.dev/v1alpha1",
+    kind: "ClusterSession",
+    metadata: { name: "s", namespace: "ns", creationTimestamp: created as unknown as Date },
+    spec: { target: "deployment/web", clientKeyHash: "a".repeat(64), ...(ttlSeconds ? { ttlSeconds } : {}) },
+    ...(renewedAt ? { status: { renewedAt } } : {}),
+  };
+}
+
+describe("ttlDeadline", () => {
+  it("counts ttlSeconds (default 60) from the last renewal, else from creation", () => {
+    const created = "2026-01-01T00:00:00Z";
+    expect(ttlDeadline(session(created))).toBe(Date.parse(created) + 60_000);
+    expect(ttlDeadline(session(created, undefined, 5))).toBe(Date.parse(created) + 5_000);
+    expect(ttlDeadline(session(created, "2026-01-01T00:10:00Z", 30))).toBe(
+      Date.parse("2026-01-01T00:10:30Z"),
+    );
+    // A renewal stamped before creation (clock skew) does not shorten the session's life.
+    expect(ttlDeadline(session(created, "2025-12-31T23:00:00Z"))).toBe(Date.parse(created) + 60_000);
+  });
+});
+
+describe("ClusterSessionReconciler options", () => {
+  const kc = new KubeConfig();
+  kc.loadFromOptions({
+    clusters: [{ name: "c", server: "https://127.0.0.1:1" }],
+    users: [{ name: "u" }],
+    contexts: [{ name: "x", cluster: "c", user: "u" }],
+    currentContext: "x",
+  });
+  const base = {
+    kubeConfig: kc,
+    provisioner: { mode: "process" } as AgentProvisioner,
+    routes: new RouteSnapshotCache(),
+    targets: {
+      deployment: () => undefined,
+      statefulSet: () => undefined,
+      pod: () => undefined,
+      pods: () => [],
+    },
+  };
+
+  it("builds the gateway URL from the router endpoint", () => {
+    const r = new ClusterSessionReconciler({ ...base, routerEndpoint: "wss://gw.east.example:8443/" });
+    expect(r.gatewayFor("mc-0123456789abcdef-east")).toBe(
+      "wss://gw.east.example:8443/v1/sessions/mc-0123456789abcdef-east",
+    );
+  });
+
+  it("refuses a router endpoint that is not a ws(s)/http(s) URL", () => {
+    expect(() => new ClusterSessionReconciler({ ...base, routerEndpoint: "gw.east:8443" })).toThrow(
+      MemberOptionError,
+    );
+    expect(() => new ClusterSessionReconciler({ ...base, routerEndpoint: "ftp://gw" })).toThrow(
+      /routerEndpoint/,
+    );
+    expect(
+      () => new ClusterSessionReconciler({ ...base, routerEndpoint: "wss://gw", waitingRecheckMs: 0 }),
+    ).toThrow(/waitingRecheckMs/);
+  });
+});

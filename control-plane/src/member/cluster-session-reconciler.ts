@@ -1,0 +1,324 @@
+// The member's ClusterSession reconciler (DESIGN §3-§4, step 3). For one session it:
+// keeps its finalizer; deletes it once its TTL lapsed without renewal (a member whose
+// Primary vanished cleans up by itself); resolves the target to pods; makes sure agents
+// serve them (through the AgentProvisioner) with the target's agent secret; pushes the
+// session's routing table (one upstream per agent serving a ready pod, the resolved
+// pod's agent is_default) to this member's routers; and writes phase, gateway, pod and
+// the Ready condition. On deletion it removes the table and, when it was the last
+// session on the target, releases the agents (restoring the workload) before letting
+// the object go. Everything is read again on every call: nothing depends on memory.
+import { create } from "@bufbuild/protobuf";
+import type { KubeConfig } from "@kubernetes/client-node";
+import type { Logger } from "pino";
+import {
+  SessionRouteSchema,
+  SessionState,
+  type SessionRoute,
+} from "../../../proto/gen/route_discovery_pb.js";
+import {
+  clusterSessionClient,
+  GROUP,
+  parseTarget,
+  TTL_SECONDS_DEFAULT,
+  type ClusterSession,
+  type ClusterSessionStatus,
+} from "../crds/index.js";
+import type { RouteSnapshotCache } from "../route-discovery/index.js";
+import {
+  withContext,
+  type ObjectKey,
+  type Reconciler,
+  type ReconcileResult,
+  type TerminalReconcileError,
+} from "../runtime/index.js";
+import type { AgentProvisioner } from "./agent-provisioner.js";
+import { AgentSecretStore } from "./agent-secret-store.js";
+import { MemberOptionError } from "./member-errors.js";
+import { sameCondition, setCondition, type ConditionUpdate } from "./session-conditions.js";
+import { TargetLocks } from "./target-locks.js";
+import { resolveTarget, targetId, type TargetSource } from "./target-resolver.js";
+
+/** Finalizer the member puts on every ClusterSession it serves. */
+export const MEMBER_FINALIZER = `${GROUP}/member-cleanup`;
+
+export interface ClusterSessionReconcilerOptions {
+  kubeConfig: KubeConfig;
+  /** Base URL of this cluster's gateway routers (ws[s]:// or http[s]://, no path); the gateway is <base>/v1/sessions/<name>. */
+  routerEndpoint: string;
+  provisioner: AgentProvisioner;
+  routes: RouteSnapshotCache;
+  targets: TargetSource;
+  /** CA PEM routers use to verify wss:// agents (default: none). */
+  agentCaPem?: string;
+  /** Re-check a session that waits for pods or agents this often, ms (default 5 000); pod events wake it sooner. */
+  waitingRecheckMs?: number;
+  logger?: Logger;
+  /** Clock, for tests (default Date.now). */
+  now?: () => number;
+}
+
+export class ClusterSessionReconciler implements Reconciler {
+  readonly #client;
+  readonly #secrets: AgentSecretStore;
+  readonly #locks = new TargetLocks();
+  readonly #o: ClusterSessionReconcilerOptions;
+  readonly #endpoint: string;
+  readonly #now: () => number;
+  readonly #recheckMs: number;
+  readonly #logger: Logger | undefined;
+
+  constructor(options: ClusterSessionReconcilerOptions) {
+    let url: URL;
+    try {
+      url = new URL(options.routerEndpoint);
+    } catch {
+      throw new MemberOptionError(
+        "routerEndpoint",
+        `must be a URL such as wss://gw.example:8443, got "${options.routerEndpoint}"`,
+      );
+    }
+    if (!/^(wss?|https?):$/.test(url.protocol) || url.search || url.hash) {
+      throw new MemberOptionError(
+        "routerEndpoint",
+        `must be a ws(s):// or http(s):// URL without query, got "${options.routerEndpoint}"`,
+      );
+    }
+    const recheck = options.waitingRecheckMs ?? 5000;
+    if (!(recheck > 0)) throw new MemberOptionError("waitingRecheckMs", `must be > 0 ms, got ${recheck}`);
+    this.#o = options;
+    this.#endpoint = options.routerEndpoint.replace(/\/+$/, "");
+    this.#client = clusterSessionClient(options.kubeConfig);
+    this.#secrets = new AgentSecretStore(options.kubeConfig);
+    this.#now = options.now ?? Date.now;
+    this.#recheckMs = recheck;
+    this.#logger = options.logger;
+  }
+
+  gatewayFor(name: string): string {
+    return `${this.#endpoint}/v1/sessions/${name}`;
+  }
+
+  async reconcile(key: ObjectKey, signal: AbortSignal): Promise<ReconcileResult> {
+    const ref = { namespace: key.namespace!, name: key.name };
+    let session = await this.#client.get(ref);
+    if (!session) {
+      // Deleted (our finalizer already ran, or it was never ours): nothing may stay routed.
+      this.#o.routes.remove(key.name);
+      return;
+    }
+    if (session.metadata.deletionTimestamp) return this.#finalize(session, signal);
+    const finalizers = session.metadata.finalizers ?? [];
+    if (!finalizers.includes(MEMBER_FINALIZER)) {
+      session = await this.#client.patch(
+        ref,
+        { metadata: { finalizers: [...finalizers, MEMBER_FINALIZER] } },
+        { resourceVersion: session.metadata.resourceVersion },
+      );
+    }
+    const now = this.#now();
+    const deadline = ttlDeadline(session);
+    if (now >= deadline) {
+      this.#logger?.info(
+        { session: key.name, namespace: key.namespace, renewedAt: session.status?.renewedAt },
+        "session TTL lapsed without renewal; deleting it",
+      );
+      await this.#client.delete(ref);
+      return;
+    }
+    const untilExpiry = deadline - now;
+    const resolution = resolveTarget(
+      this.#o.targets,
+      ref.namespace,
+      session.spec.target,
+      session.status?.pod?.name,
+    );
+    if (!resolution.ok) {
+      this.#o.routes.remove(key.name);
+      await this.#writeStatus(
+        session,
+        { phase: "Failed", pod: null, gateway: null, agents: 0 },
+        {
+          type: "Ready",
+          status: "False",
+          reason: resolution.reason,
+          message: resolution.message,
+        },
+      );
+      return { requeueAfterMs: untilExpiry };
+    }
+    const resolved = resolution.resolved;
+    const { agents, waiting, secret } = await this.#locks.with(resolved.id, async () => {
+      const secret = await this.#secrets
+        .ensure(ref.namespace, resolved.id)
+        .catch((err: unknown) =>
+          Promise.reject(withContext(`failed to read or create the agent secret of ${resolved.id}`, err)),
+        );
+      const out = await this.#o.provisioner
+        .ensure({ resolved, secretHash: secret.hash, signal })
+        .catch((err: unknown) =>
+          Promise.reject(
+            withContext(`failed to provision ${this.#o.provisioner.mode} agents for ${resolved.id}`, err),
+          ),
+        );
+      return { ...out, secret };
+    });
+    if (agents.length === 0) {
+      this.#o.routes.upsert(
+        create(SessionRouteSchema, {
+          sessionId: key.name,
+          clientKeyHash: session.spec.clientKeyHash,
+          state: SessionState.CREATING,
+          upstreams: [],
+        }),
+      );
+      const why = waiting ?? { reason: "NoReadyPod", message: "no agent serves the target yet" };
+      await this.#writeStatus(
+        session,
+        { phase: "Pending", pod: null, gateway: null, agents: 0 },
+        {
+          type: "Ready",
+          status: "False",
+          reason: why.reason,
+          message: why.message,
+        },
+      );
+      return { requeueAfterMs: Math.min(untilExpiry, this.#recheckMs) };
+    }
+    const route: SessionRoute = create(SessionRouteSchema, {
+      sessionId: key.name,
+      clientKeyHash: session.spec.clientKeyHash,
+      state: SessionState.READY,
+      upstreams: agents.map((a, i) => ({
+        cluster: a.id,
+        url: `${a.baseUrl}/v1/sessions/${key.name}`,
+        secret: secret.secret,
+        isDefault: i === 0,
+        caPem: this.#o.agentCaPem ?? "",
+      })),
+    });
+    this.#o.routes.upsert(route);
+    const pod = agents[0]!.pod;
+    await this.#writeStatus(
+      session,
+      {
+        phase: "Ready",
+        gateway: this.gatewayFor(key.name),
+        pod: {
+          name: pod.metadata!.name!,
+          ...(pod.status?.podIP ? { ip: pod.status.podIP } : {}),
+          container: resolved.container,
+        },
+        agents: agents.length,
+      },
+      {
+        type: "Ready",
+        status: "True",
+        reason: "AgentsServing",
+        message: `${agents.length} agent(s) serve ${resolved.target.kind} ${resolved.target.name}; stateful operations go to pod ${pod.metadata!.name}`,
+      },
+    );
+    return { requeueAfterMs: untilExpiry };
+  }
+
+  /** A failure retrying cannot fix (e.g. a sidecar for a bare pod): Failed, with the reason. */
+  async onTerminalError(key: ObjectKey, error: TerminalReconcileError): Promise<void> {
+    const session = await this.#client.get({ namespace: key.namespace!, name: key.name });
+    if (!session || session.metadata.deletionTimestamp) return;
+    this.#o.routes.remove(key.name);
+    await this.#writeStatus(
+      session,
+      { phase: "Failed", pod: null, gateway: null, agents: 0 },
+      {
+        type: "Ready",
+        status: "False",
+        reason: error.reason,
+        message: error.message.slice(0, 4000),
+      },
+    );
+  }
+
+  async #finalize(session: ClusterSession, _signal: AbortSignal): Promise<void> {
+    const ref = { namespace: session.metadata.namespace!, name: session.metadata.name! };
+    const finalizers = session.metadata.finalizers ?? [];
+    this.#o.routes.remove(ref.name);
+    if (!finalizers.includes(MEMBER_FINALIZER)) return;
+    const target = parseTarget(session.spec.target);
+    const id = targetId(ref.namespace, target);
+    await this.#locks.with(id, async () => {
+      const { items } = await this.#client.list({ namespace: ref.namespace });
+      const others = items.filter((o) => {
+        if (o.metadata.name === ref.name || o.metadata.deletionTimestamp) return false;
+        const t = parseTarget(o.spec.target);
+        return t.kind === target.kind && t.name === target.name;
+      });
+      if (others.length > 0) return;
+      try {
+        await this.#o.provisioner.release(
+          { namespace: ref.namespace, id, kind: target.kind, name: target.name },
+          _signal,
+        );
+        await this.#secrets.delete(ref.namespace, id);
+      } catch (err) {
+        throw withContext(`failed to release the agents of ${id} for deleted session ${ref.name}`, err);
+      }
+      this.#logger?.info(
+        { target: id, session: ref.name },
+        "last session on the target ended; agents released",
+      );
+    });
+    await this.#client.patch(
+      ref,
+      { metadata: { finalizers: finalizers.filter((f) => f !== MEMBER_FINALIZER) } },
+      { resourceVersion: session.metadata.resourceVersion },
+    );
+  }
+
+  /** Merge-patches status when something would change (null removes a field). */
+  async #writeStatus(
+    session: ClusterSession,
+    fields: {
+      phase: NonNullable<ClusterSessionStatus["phase"]>;
+      gateway: string | null;
+      pod: NonNullable<ClusterSessionStatus["pod"]> | null;
+      agents: number;
+    },
+    ready: ConditionUpdate,
+  ): Promise<void> {
+    const st = session.status ?? {};
+    const generation = session.metadata.generation;
+    const current = (st.conditions ?? []).find((c) => c.type === "Ready");
+    const unchanged =
+      st.phase === fields.phase &&
+      (st.gateway ?? null) === fields.gateway &&
+      JSON.stringify(st.pod ?? null) === JSON.stringify(fields.pod) &&
+      (st.agents ?? 0) === fields.agents &&
+      sameCondition(current, ready) &&
+      st.observedGeneration === generation;
+    if (unchanged) return;
+    const patch = {
+      phase: fields.phase,
+      gateway: fields.gateway,
+      pod: fields.pod,
+      agents: fields.agents,
+      conditions: setCondition(st.conditions, ready, generation, new Date(this.#now())),
+      ...(generation !== undefined ? { observedGeneration: generation } : {}),
+    } as unknown as Partial<ClusterSessionStatus>;
+    try {
+      await this.#client.patchStatus(
+        { namespace: session.metadata.namespace!, name: session.metadata.name! },
+        patch,
+        { resourceVersion: session.metadata.resourceVersion },
+      );
+    } catch (err) {
+      throw withContext(`failed to write the status of session ${session.metadata.name}`, err);
+    }
+  }
+}
+
+/** When the session expires: ttlSeconds after status.renewedAt, or after creation when never renewed. */
+export function ttlDeadline(session: ClusterSession): number {
+  const ttl = (session.spec.ttlSeconds ?? TTL_SECONDS_DEFAULT) * 1000;
+  const renewed = Date.parse(session.status?.renewedAt ?? "");
+  const created = new Date(session.metadata.creationTimestamp ?? 0).getTime();
+  return (Number.isFinite(renewed) ? Math.max(renewed, created) : created) + ttl;
+}

@@ -1,0 +1,231 @@
+// Member mode wired together: informers on this cluster's ClusterSessions, Pods,
+// Deployments and StatefulSets; a Controller that maps their events to the sessions
+// they concern; the ClusterSessionReconciler; and the readiness of the routing table
+// (the snapshot cache is marked ready once every session that existed at start was
+// reconciled once, so routers never get a half-built table after a restart). It also
+// renews single-cluster sessions (no parent) from the routers' live-session reports,
+// since no Primary does that for them.
+import type { KubeConfig, V1Deployment, V1Pod, V1StatefulSet } from "@kubernetes/client-node";
+import type { Logger } from "pino";
+import { clusterSessionClient, clusterSessionCrd, parseTarget, type ClusterSession } from "../crds/index.js";
+import type { RouteSnapshotCache } from "../route-discovery/index.js";
+import {
+  Controller,
+  customResourceInformer,
+  deploymentInformer,
+  keyString,
+  podInformer,
+  statefulSetInformer,
+  type ControllerMetrics,
+  type ObjectKey,
+  type Reconciler,
+  type ResourceInformer,
+} from "../runtime/index.js";
+import type { AgentProvisioner } from "./agent-provisioner.js";
+import { ClusterSessionReconciler } from "./cluster-session-reconciler.js";
+import { selectorMatches } from "./label-selector.js";
+import { MemberOptionError } from "./member-errors.js";
+import type { TargetSource } from "./target-resolver.js";
+
+export interface MemberControllerOptions {
+  kubeConfig: KubeConfig;
+  /** Base URL of this cluster's gateway routers, e.g. wss://gw.east.example:8443. */
+  routerEndpoint: string;
+  provisioner: AgentProvisioner;
+  routes: RouteSnapshotCache;
+  /** Mark `routes` ready after the initial reconcile of every session (default true; false when another owner does). */
+  markRoutesReady?: boolean;
+  /** Mark `routes` ready after this long even if some session keeps failing, ms (default 30 000). */
+  initialSyncTimeoutMs?: number;
+  /** Reconciles at once (default 4). */
+  concurrency?: number;
+  /** Informer resync period, ms (default 60 000 for sessions, 300 000 for pods and workloads). */
+  resyncMs?: number;
+  /** Renew a single-cluster session's renewedAt at most this often, ms (default 10 000). */
+  renewIntervalMs?: number;
+  agentCaPem?: string;
+  waitingRecheckMs?: number;
+  logger?: Logger;
+  metrics?: ControllerMetrics;
+  now?: () => number;
+}
+
+export class MemberController {
+  readonly controller: Controller;
+  readonly reconciler: ClusterSessionReconciler;
+  readonly sessions: ResourceInformer<ClusterSession>;
+  readonly pods: ResourceInformer<V1Pod>;
+  readonly deployments: ResourceInformer<V1Deployment>;
+  readonly statefulSets: ResourceInformer<V1StatefulSet>;
+  readonly #o: MemberControllerOptions;
+  readonly #client;
+  readonly #renewed = new Map<string, number>();
+  #initial: Promise<Set<string>> | undefined;
+
+  constructor(options: MemberControllerOptions) {
+    const timeout = options.initialSyncTimeoutMs ?? 30_000;
+    if (!(timeout > 0)) throw new MemberOptionError("initialSyncTimeoutMs", `must be > 0 ms, got ${timeout}`);
+    const renew = options.renewIntervalMs ?? 10_000;
+    if (!(renew > 0)) throw new MemberOptionError("renewIntervalMs", `must be > 0 ms, got ${renew}`);
+    this.#o = { ...options, initialSyncTimeoutMs: timeout, renewIntervalMs: renew };
+    const kc = options.kubeConfig;
+    const logger = options.logger;
+    this.#client = clusterSessionClient(kc);
+    this.sessions = customResourceInformer<ClusterSession>(kc, clusterSessionCrd, {
+      resyncMs: options.resyncMs ?? 60_000,
+      logger,
+    });
+    const slow = { resyncMs: options.resyncMs ?? 300_000, logger };
+    this.pods = podInformer(kc, slow);
+    this.deployments = deploymentInformer(kc, slow);
+    this.statefulSets = statefulSetInformer(kc, slow);
+    const targets: TargetSource = {
+      deployment: (ns, name) => this.deployments.get(name, ns),
+      statefulSet: (ns, name) => this.statefulSets.get(name, ns),
+      pod: (ns, name) => this.pods.get(name, ns),
+      pods: (ns) => this.pods.list(ns),
+    };
+    this.reconciler = new ClusterSessionReconciler({
+      kubeConfig: kc,
+      routerEndpoint: options.routerEndpoint,
+      provisioner: options.provisioner,
+      routes: options.routes,
+      targets,
+      ...(options.agentCaPem !== undefined ? { agentCaPem: options.agentCaPem } : {}),
+      ...(options.waitingRecheckMs !== undefined ? { waitingRecheckMs: options.waitingRecheckMs } : {}),
+      ...(logger ? { logger } : {}),
+      ...(options.now ? { now: options.now } : {}),
+    });
+    this.controller = new Controller({
+      name: "cluster-session",
+      reconciler: this.#trackInitialSync(this.reconciler),
+      concurrency: options.concurrency ?? 4,
+      ...(logger ? { logger } : {}),
+      ...(options.metrics ? { metrics: options.metrics } : {}),
+    });
+    this.controller.watch(this.sessions);
+    this.controller.watch(this.pods, { map: (pod) => this.#sessionsForPod(pod) });
+    this.controller.watch(this.deployments, { map: (d) => this.#sessionsForWorkload("deployment", d) });
+    this.controller.watch(this.statefulSets, { map: (s) => this.#sessionsForWorkload("statefulset", s) });
+  }
+
+  /** Runs until `signal` aborts. */
+  async start(signal: AbortSignal): Promise<void> {
+    if (this.#o.markRoutesReady ?? true) {
+      this.#initial = this.sessions
+        .waitForSync(signal)
+        .then(
+          () =>
+            new Set(
+              this.sessions
+                .list()
+                .map((s) => keyString({ namespace: s.metadata!.namespace, name: s.metadata!.name! })),
+            ),
+        );
+      this.#initial.then(
+        (set) => {
+          if (set.size === 0) this.#o.routes.markReady();
+        },
+        () => undefined,
+      );
+      const timer = setTimeout(() => {
+        if (!this.#o.routes.ready()) {
+          this.#o.logger?.warn("some sessions did not reconcile in time; serving the routing table anyway");
+          this.#o.routes.markReady();
+        }
+      }, this.#o.initialSyncTimeoutMs);
+      timer.unref?.();
+      signal.addEventListener("abort", () => clearTimeout(timer), { once: true });
+    }
+    await this.controller.start(signal);
+  }
+
+  /**
+   * Routers' live-session report (RouteDiscoveryStreamServer.onLiveSessions): renews the
+   * TTL of single-cluster sessions with a live client. Children are renewed by their Primary.
+   */
+  async observeLiveSessions(sessionIds: readonly string[]): Promise<void> {
+    const now = (this.#o.now ?? Date.now)();
+    // Forget sessions that no longer exist, so the map stays as small as the session list.
+    const existing = new Set(
+      this.sessions
+        .list()
+        .map((s) => keyString({ namespace: s.metadata!.namespace, name: s.metadata!.name! })),
+    );
+    for (const k of this.#renewed.keys()) if (!existing.has(k)) this.#renewed.delete(k);
+    for (const id of sessionIds) {
+      for (const s of this.sessions.list()) {
+        if (s.metadata?.name !== id || s.spec.parent || s.metadata.deletionTimestamp) continue;
+        const key = keyString({ namespace: s.metadata.namespace, name: id });
+        const last = Math.max(this.#renewed.get(key) ?? 0, Date.parse(s.status?.renewedAt ?? "") || 0);
+        if (now - last < this.#o.renewIntervalMs!) continue;
+        this.#renewed.set(key, now);
+        await this.#client
+          .patchStatus(
+            { namespace: s.metadata.namespace!, name: id },
+            { renewedAt: new Date(now).toISOString() },
+          )
+          .catch((err: unknown) =>
+            this.#o.logger?.warn(
+              { session: id, err: (err as Error).message },
+              "could not renew a single-cluster session",
+            ),
+          );
+      }
+    }
+  }
+
+  #trackInitialSync(inner: Reconciler): Reconciler {
+    return {
+      reconcile: async (key, signal) => {
+        try {
+          return await inner.reconcile(key, signal);
+        } finally {
+          const set = this.#initial ? await this.#initial.catch(() => undefined) : undefined;
+          if (set && set.delete(keyString(key)) && set.size === 0) this.#o.routes.markReady();
+        }
+      },
+      ...(inner.onTerminalError ? { onTerminalError: inner.onTerminalError.bind(inner) } : {}),
+    };
+  }
+
+  #sessionsForPod(pod: V1Pod): ObjectKey[] {
+    const ns = pod.metadata?.namespace;
+    if (!ns) return [];
+    const out: ObjectKey[] = [];
+    for (const s of this.sessions.list(ns)) {
+      const t = safeTarget(s.spec.target);
+      if (!t) continue;
+      let match: boolean;
+      if (t.kind === "pod") match = t.name === pod.metadata?.name;
+      else {
+        const w =
+          t.kind === "deployment" ? this.deployments.get(t.name, ns) : this.statefulSets.get(t.name, ns);
+        // Unknown workload: wake the session anyway, it will report TargetNotFound or pick the pod up.
+        match = !w || selectorMatches(w.spec?.selector, pod.metadata?.labels);
+      }
+      if (match) out.push({ namespace: ns, name: s.metadata!.name! });
+    }
+    return out;
+  }
+
+  #sessionsForWorkload(kind: "deployment" | "statefulset", w: V1Deployment | V1StatefulSet): ObjectKey[] {
+    const ns = w.metadata?.namespace;
+    if (!ns) return [];
+    return this.sessions
+      .list(ns)
+      .filter((s) => {
+        const t = safeTarget(s.spec.target);
+        return t?.kind === kind && t.name === w.metadata?.name;
+      })
+      .map((s) => ({ namespace: ns, name: s.metadata!.name! }));
+  }
+}
+
+function safeTarget(target: string) {
+  try {
+    return parseTarget(target);
+  } catch {
+    return undefined;
+  }
+}

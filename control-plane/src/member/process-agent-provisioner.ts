@@ -1,0 +1,316 @@
+// `process` provisioning: one local agent process per target, serving the pod the
+// target resolved to (embedded environment and tests, where there is no kubelet and no
+// pod network). Agents are spawned detached and recorded in a state directory (pid,
+// port, pod, secret hash), so a restarted control plane adopts the agents still
+// running instead of starting new ones; a record whose process is gone or does not
+// answer /healthz is replaced. The launch command is configurable (tests may use a fake
+// agent); flags follow data-plane/agent's main.ts.
+import { spawn } from "node:child_process";
+import {
+  closeSync,
+  existsSync,
+  mkdirSync,
+  openSync,
+  readFileSync,
+  readdirSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import type { V1Pod } from "@kubernetes/client-node";
+import type { Logger } from "pino";
+import {
+  agentIdForPod,
+  type AgentProvisioner,
+  type EnsureAgentsInput,
+  type EnsureAgentsResult,
+} from "./agent-provisioner.js";
+import { sha256Hex } from "./agent-secret-store.js";
+import { AgentLaunchError, MemberOptionError } from "./member-errors.js";
+import type { ResolvedTarget } from "./target-resolver.js";
+
+export interface AgentCommand {
+  /** Executable, e.g. process.execPath. */
+  command: string;
+  /** Arguments before the agent flags, e.g. ["--import", "tsx", "data-plane/agent/src/main.ts"]. */
+  args: string[];
+  /** Working directory (default: the repository root). */
+  cwd?: string;
+}
+
+export interface ProcessAgentProvisionerOptions {
+  /** Kubeconfig file the agent reads its pod with (`--kubeconfig`). */
+  kubeconfigPath: string;
+  /** How to start an agent (default: the agent of this repository, via tsx from source or node from dist). */
+  agentCommand?: AgentCommand;
+  /** Host the agent listens on and routers dial (default "127.0.0.1"). */
+  host?: string;
+  /** `--outbound-bind` for outgoing connections (default: none). */
+  outboundBind?: string;
+  /** `--app-port` values for a target (default: each TCP containerPort P of the container as `P:0`). */
+  appPorts?: (resolved: ResolvedTarget, pod: V1Pod) => string[];
+  /** Extra flags appended to every agent command line. */
+  extraArgs?: string[];
+  /** Where agent records and logs live (default: <tmpdir>/switchyard-process-agents). */
+  stateDir?: string;
+  /** How long an agent may take to answer /healthz, ms (default 20 000). */
+  startTimeoutMs?: number;
+  /** Environment of agent processes (default: this process's). */
+  env?: NodeJS.ProcessEnv;
+  logger?: Logger;
+}
+
+interface AgentRecord {
+  targetId: string;
+  pid: number;
+  port: number;
+  host: string;
+  podName: string;
+  secretHash: string;
+}
+
+export class ProcessAgentProvisioner implements AgentProvisioner {
+  readonly mode = "process" as const;
+  readonly #o: Required<Pick<ProcessAgentProvisionerOptions, "host" | "stateDir" | "startTimeoutMs">> &
+    ProcessAgentProvisionerOptions;
+  readonly #command: AgentCommand;
+  readonly #logger: Logger | undefined;
+
+  constructor(options: ProcessAgentProvisionerOptions) {
+    if (!options.kubeconfigPath)
+      throw new MemberOptionError("kubeconfigPath", "is required for process agents");
+    const startTimeoutMs = options.startTimeoutMs ?? 20_000;
+    if (!(startTimeoutMs > 0)) {
+      throw new MemberOptionError("startTimeoutMs", `must be a positive number of ms, got ${startTimeoutMs}`);
+    }
+    this.#o = {
+      ...options,
+      host: options.host ?? "127.0.0.1",
+      stateDir: options.stateDir ?? join(tmpdir(), "switchyard-process-agents"),
+      startTimeoutMs,
+    };
+    this.#command = options.agentCommand ?? defaultAgentCommand();
+    this.#logger = options.logger;
+    mkdirSync(this.#o.stateDir, { recursive: true, mode: 0o700 });
+  }
+
+  async ensure({ resolved, secretHash, signal }: EnsureAgentsInput): Promise<EnsureAgentsResult> {
+    const record = this.#load(resolved.id);
+    const ready = resolved.readyPods;
+    if (
+      record &&
+      ready.some((p) => p.metadata?.name === record.podName) &&
+      record.secretHash === secretHash
+    ) {
+      if (isAlive(record.pid) && (await healthy(record))) {
+        const pod = ready.find((p) => p.metadata?.name === record.podName)!;
+        return { agents: [{ id: agentIdForPod(record.podName, sha256Hex), pod, baseUrl: baseUrl(record) }] };
+      }
+    }
+    if (record) await this.#stop(record);
+    const pod = ready[0];
+    if (!pod) {
+      return {
+        agents: [],
+        waiting: {
+          reason: "NoReadyPod",
+          message: `no Running and Ready pod of ${resolved.target.kind} ${resolved.target.name} yet`,
+        },
+      };
+    }
+    const started = await this.#spawn(resolved, pod, secretHash, signal);
+    return { agents: [{ id: agentIdForPod(started.podName, sha256Hex), pod, baseUrl: baseUrl(started) }] };
+  }
+
+  async release(target: { id: string }): Promise<void> {
+    const record = this.#load(target.id);
+    if (record) await this.#stop(record);
+  }
+
+  /** Stops every agent recorded in the state directory (embedded shutdown, tests). */
+  async stopAll(): Promise<void> {
+    for (const f of readdirSync(this.#o.stateDir).filter((n) => n.endsWith(".json"))) {
+      const record = this.#read(join(this.#o.stateDir, f));
+      if (record) await this.#stop(record);
+    }
+  }
+
+  /** Agents currently recorded (for tests and status). */
+  records(): AgentRecord[] {
+    return readdirSync(this.#o.stateDir)
+      .filter((n) => n.endsWith(".json"))
+      .map((f) => this.#read(join(this.#o.stateDir, f)))
+      .filter((r): r is AgentRecord => r !== undefined);
+  }
+
+  async #spawn(
+    resolved: ResolvedTarget,
+    pod: V1Pod,
+    secretHash: string,
+    signal: AbortSignal,
+  ): Promise<AgentRecord> {
+    const port = await freePort(this.#o.host);
+    const podName = pod.metadata!.name!;
+    const appPorts = this.#o.appPorts
+      ? this.#o.appPorts(resolved, pod)
+      : defaultAppPorts(pod, resolved.container);
+    const args = [
+      ...this.#command.args,
+      `--listen=${this.#o.host}:${port}`,
+      `--pod=${resolved.namespace}/${podName}`,
+      `--container=${resolved.container}`,
+      `--kubeconfig=${this.#o.kubeconfigPath}`,
+      `--secret-hash=${secretHash}`,
+      ...appPorts.map((p) => `--app-port=${p}`),
+      ...(this.#o.outboundBind ? [`--outbound-bind=${this.#o.outboundBind}`] : []),
+      ...(this.#o.extraArgs ?? []),
+    ];
+    const base = this.#file(resolved.id);
+    const log = openSync(`${base}.log`, "w", 0o600);
+    let child;
+    try {
+      child = spawn(this.#command.command, args, {
+        cwd: this.#command.cwd ?? repoRoot(),
+        env: this.#o.env ?? process.env,
+        detached: true, // survives a control-plane restart, which adopts it from the record
+        stdio: ["ignore", log, log],
+      });
+    } finally {
+      closeSync(log);
+    }
+    const pid = child.pid;
+    if (pid === undefined) {
+      throw new AgentLaunchError(`could not start agent "${this.#command.command}": check agentCommand`);
+    }
+    let exited: number | null | undefined;
+    child.once("exit", (code) => (exited = code ?? -1));
+    child.unref();
+    const record: AgentRecord = { targetId: resolved.id, pid, port, host: this.#o.host, podName, secretHash };
+    writeFileSync(`${base}.json`, JSON.stringify(record), { mode: 0o600 });
+    const deadline = Date.now() + this.#o.startTimeoutMs;
+    while (!(await healthy(record))) {
+      if (exited !== undefined || Date.now() > deadline || signal.aborted) {
+        await this.#stop(record);
+        const tail = readTail(`${base}.log`);
+        throw new AgentLaunchError(
+          exited !== undefined
+            ? `agent for ${resolved.id} exited with code ${exited} before answering /healthz: ${tail}`
+            : `agent for ${resolved.id} did not answer /healthz on ${baseUrl(record)} within ${this.#o.startTimeoutMs} ms: ${tail}`,
+        );
+      }
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    this.#logger?.info({ target: resolved.id, pod: podName, pid, port }, "started a process agent");
+    return record;
+  }
+
+  async #stop(record: AgentRecord): Promise<void> {
+    if (isAlive(record.pid)) {
+      try {
+        process.kill(record.pid, "SIGTERM");
+      } catch {
+        // already gone
+      }
+      const deadline = Date.now() + 5000;
+      while (isAlive(record.pid) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 25));
+      if (isAlive(record.pid)) {
+        try {
+          process.kill(record.pid, "SIGKILL");
+        } catch {
+          // already gone
+        }
+      }
+      this.#logger?.info({ target: record.targetId, pid: record.pid }, "stopped a process agent");
+    }
+    rmSync(`${this.#file(record.targetId)}.json`, { force: true });
+  }
+
+  #file(targetId: string): string {
+    return join(this.#o.stateDir, `agent-${sha256Hex(targetId).slice(0, 24)}`);
+  }
+
+  #load(targetId: string): AgentRecord | undefined {
+    return this.#read(`${this.#file(targetId)}.json`);
+  }
+
+  #read(path: string): AgentRecord | undefined {
+    if (!existsSync(path)) return undefined;
+    try {
+      return JSON.parse(readFileSync(path, "utf8")) as AgentRecord;
+    } catch {
+      return undefined;
+    }
+  }
+}
+
+/** The agent of this repository: tsx on the source when running from source, node on dist otherwise. */
+export function defaultAgentCommand(): AgentCommand {
+  const fromSource = import.meta.url.endsWith(".ts");
+  const main = fileURLToPath(
+    new URL(`../../../data-plane/agent/src/main.${fromSource ? "ts" : "js"}`, import.meta.url),
+  );
+  return fromSource
+    ? { command: process.execPath, args: ["--import", "tsx", main], cwd: repoRoot() }
+    : { command: process.execPath, args: [main] };
+}
+
+function repoRoot(): string {
+  return fileURLToPath(new URL("../../../", import.meta.url));
+}
+
+function defaultAppPorts(pod: V1Pod, container: string): string[] {
+  const c = pod.spec?.containers.find((x) => x.name === container);
+  return [
+    ...new Set(
+      (c?.ports ?? []).filter((p) => (p.protocol ?? "TCP") === "TCP").map((p) => `${p.containerPort}:0`),
+    ),
+  ];
+}
+
+function baseUrl(r: AgentRecord): string {
+  return `ws://${r.host.includes(":") ? `[${r.host}]` : r.host}:${r.port}`;
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
+async function healthy(r: AgentRecord): Promise<boolean> {
+  try {
+    const res = await fetch(`http://${r.host.includes(":") ? `[${r.host}]` : r.host}:${r.port}/healthz`, {
+      signal: AbortSignal.timeout(1000),
+    });
+    await res.body?.cancel();
+    return res.ok;
+  } catch {
+    return false;
+  }
+}
+
+function freePort(host: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.once("error", reject);
+    srv.listen(0, host, () => {
+      const addr = srv.address();
+      const port = typeof addr === "object" && addr ? addr.port : 0;
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+function readTail(path: string): string {
+  try {
+    return readFileSync(path, "utf8").slice(-800).trim() || "(no output)";
+  } catch {
+    return "(no log)";
+  }
+}

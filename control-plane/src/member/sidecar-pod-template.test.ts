@@ -1,0 +1,89 @@
+import type { V1PodTemplateSpec } from "@kubernetes/client-node";
+import { describe, expect, it } from "vitest";
+import {
+  AGENT_CONTAINER,
+  canonicalJson,
+  hasSidecar,
+  injectSidecar,
+  portMappings,
+  REDIRECT_CONTAINER,
+  redirectScript,
+  SECRET_HASH_ANNOTATION,
+  sidecarSecretHash,
+  stripSidecar,
+  templateHash,
+} from "./sidecar-pod-template.js";
+
+const HASH = "cd".repeat(32);
+
+function template(): V1PodTemplateSpec {
+  return {
+    metadata: { labels: { app: "web" } },
+    spec: {
+      containers: [
+        {
+          name: "app",
+          image: "web:1",
+          ports: [
+            { containerPort: 8080, protocol: "TCP" },
+            { containerPort: 8081 },
+            { containerPort: 5353, protocol: "UDP" },
+          ],
+        },
+        { name: "metrics", image: "exporter:1", ports: [{ containerPort: 15100 }] },
+      ],
+    },
+  };
+}
+
+describe("sidecar pod template", () => {
+  it("maps the target container's TCP ports to free agent ports, skipping ports in use", () => {
+    expect(portMappings(template().spec!, "app")).toEqual([
+      { appPort: 8080, listenPort: 15101 },
+      { appPort: 8081, listenPort: 15102 },
+    ]);
+    expect(portMappings(template().spec!, "metrics")).toEqual([{ appPort: 15100, listenPort: 15101 }]);
+  });
+
+  it("adds the agent and the redirect init container without touching the app", () => {
+    const original = template();
+    const before = canonicalJson(original);
+    const patched = injectSidecar(original, "app", HASH, { agentImage: "switchyard/agent:1" });
+    expect(canonicalJson(original)).toBe(before); // input not mutated
+    expect(patched.spec!.containers[0]).toEqual(original.spec!.containers[0]);
+    const agent = patched.spec!.containers.find((c) => c.name === AGENT_CONTAINER)!;
+    expect(agent.args).toEqual([
+      "--listen=0.0.0.0:9440",
+      "--container=app",
+      `--secret-hash=${HASH}`,
+      "--app-port=8080:15101",
+      "--app-port=8081:15102",
+    ]);
+    const init = patched.spec!.initContainers!.find((c) => c.name === REDIRECT_CONTAINER)!;
+    expect(init.command![2]).toContain("--dport 8080 -j REDIRECT --to-ports 15101");
+    expect(init.securityContext?.capabilities?.add).toContain("NET_ADMIN");
+    expect(hasSidecar(patched.spec)).toBe(true);
+    expect(sidecarSecretHash(patched)).toBe(HASH);
+    expect(patched.metadata!.annotations![SECRET_HASH_ANNOTATION]).toBe(HASH);
+  });
+
+  it("stripSidecar undoes injectSidecar exactly", () => {
+    const original = template();
+    const patched = injectSidecar(original, "app", HASH, { agentImage: "a:1" });
+    expect(canonicalJson(stripSidecar(patched))).toBe(canonicalJson(original));
+    expect(templateHash(stripSidecar(patched))).toBe(templateHash(original));
+  });
+
+  it("adds no redirect when the container has no TCP ports", () => {
+    const t: V1PodTemplateSpec = { spec: { containers: [{ name: "worker", image: "w:1" }] } };
+    const patched = injectSidecar(t, "worker", HASH, { agentImage: "a:1" });
+    expect(patched.spec!.initContainers).toBeUndefined();
+    expect(redirectScript([])).not.toContain("REDIRECT");
+  });
+
+  it("hashes templates independently of key order", () => {
+    expect(templateHash({ metadata: { labels: { a: "1", b: "2" } } })).toBe(
+      templateHash({ metadata: { labels: { b: "2", a: "1" } } }),
+    );
+  });
+});

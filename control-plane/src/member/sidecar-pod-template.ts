@@ -1,0 +1,165 @@
+// The sidecar's change to a workload's pod template, as pure functions. The agent
+// takes over the target container's TCP ports the way a mesh sidecar does: the app
+// keeps listening on its own ports (we cannot move an arbitrary app to another port),
+// an init container installs iptables PREROUTING REDIRECT rules that send traffic
+// arriving at the pod for port P to the agent's port L, and the agent forwards to the
+// app on 127.0.0.1:P (locally originated traffic does not pass PREROUTING, so there is
+// no loop). Services, probes and the app's spec stay untouched; only containers are
+// added. The original template is kept in an annotation so it can be put back exactly.
+import { createHash } from "node:crypto";
+import type { V1Container, V1PodSpec, V1PodTemplateSpec } from "@kubernetes/client-node";
+import { GROUP } from "../crds/api-group.js";
+
+export const AGENT_CONTAINER = "switchyard-agent";
+export const REDIRECT_CONTAINER = "switchyard-redirect";
+/** On the workload: JSON of the pod template before the sidecar was added. */
+export const ORIGINAL_TEMPLATE_ANNOTATION = `${GROUP}/original-pod-template`;
+/** On the workload: sha256 of the template as we wrote it (detects edits made meanwhile). */
+export const PATCHED_TEMPLATE_ANNOTATION = `${GROUP}/patched-pod-template-sha256`;
+/** On the pod template: the agent secret hash this sidecar accepts. */
+export const SECRET_HASH_ANNOTATION = `${GROUP}/agent-secret-sha256`;
+
+export interface SidecarSettings {
+  /** Agent image (the data-plane/agent build). */
+  agentImage: string;
+  /** Image with iptables and sh for the redirect init container (default: agentImage). */
+  redirectImage?: string;
+  /** Agent protocol port in the pod (default 9440). */
+  agentPort?: number;
+  /** First port tried for redirected traffic (default 15100); ports used in the pod are skipped. */
+  trafficPortBase?: number;
+  imagePullPolicy?: string;
+}
+
+export interface PortMapping {
+  appPort: number;
+  listenPort: number;
+}
+
+/** Stable JSON (sorted keys), for hashing templates. */
+export function canonicalJson(value: unknown): string {
+  if (value === null || typeof value !== "object") return JSON.stringify(value) ?? "null";
+  if (value instanceof Date) return JSON.stringify(value.toISOString());
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(",")}]`;
+  const entries = Object.entries(value as Record<string, unknown>)
+    .filter(([, v]) => v !== undefined)
+    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(",")}}`;
+}
+
+export function templateHash(template: V1PodTemplateSpec | undefined): string {
+  return createHash("sha256")
+    .update(canonicalJson(template ?? {}))
+    .digest("hex");
+}
+
+export function hasSidecar(spec: V1PodSpec | undefined): boolean {
+  return (spec?.containers ?? []).some((c) => c.name === AGENT_CONTAINER);
+}
+
+/** Secret hash the template's sidecar accepts, if it has one. */
+export function sidecarSecretHash(template: V1PodTemplateSpec | undefined): string | undefined {
+  return hasSidecar(template?.spec) ? template?.metadata?.annotations?.[SECRET_HASH_ANNOTATION] : undefined;
+}
+
+/** TCP ports of the target container and the agent ports that take them over. */
+export function portMappings(
+  spec: V1PodSpec,
+  container: string,
+  base = 15100,
+  agentPort = 9440,
+): PortMapping[] {
+  const used = new Set<number>([agentPort]);
+  for (const c of [...(spec.initContainers ?? []), ...spec.containers]) {
+    for (const p of c.ports ?? []) used.add(p.containerPort);
+  }
+  const target = spec.containers.find((c) => c.name === container);
+  const appPorts = [
+    ...new Set(
+      (target?.ports ?? []).filter((p) => (p.protocol ?? "TCP") === "TCP").map((p) => p.containerPort),
+    ),
+  ];
+  let next = base;
+  return appPorts.map((appPort) => {
+    while (used.has(next)) next++;
+    used.add(next);
+    return { appPort, listenPort: next++ };
+  });
+}
+
+/** The redirect rules as one sh script: traffic from outside the pod for P goes to L. */
+export function redirectScript(mappings: readonly PortMapping[]): string {
+  const lines = [
+    "set -e",
+    "iptables -t nat -N SWITCHYARD_INBOUND 2>/dev/null || iptables -t nat -F SWITCHYARD_INBOUND",
+    "iptables -t nat -C PREROUTING -p tcp -j SWITCHYARD_INBOUND 2>/dev/null || iptables -t nat -A PREROUTING -p tcp -j SWITCHYARD_INBOUND",
+    ...mappings.map(
+      (m) =>
+        `iptables -t nat -A SWITCHYARD_INBOUND -p tcp --dport ${m.appPort} -j REDIRECT --to-ports ${m.listenPort}`,
+    ),
+  ];
+  return lines.join("\n");
+}
+
+/** A copy of `template` with the redirect init container and the agent container added. */
+export function injectSidecar(
+  template: V1PodTemplateSpec,
+  container: string,
+  secretHash: string,
+  settings: SidecarSettings,
+): V1PodTemplateSpec {
+  const copy = structuredClone(template);
+  const spec = copy.spec!;
+  const agentPort = settings.agentPort ?? 9440;
+  const mappings = portMappings(spec, container, settings.trafficPortBase, agentPort);
+  const pullPolicy = settings.imagePullPolicy ? { imagePullPolicy: settings.imagePullPolicy } : {};
+  const agent: V1Container = {
+    name: AGENT_CONTAINER,
+    image: settings.agentImage,
+    ...pullPolicy,
+    args: [
+      `--listen=0.0.0.0:${agentPort}`,
+      `--container=${container}`,
+      `--secret-hash=${secretHash}`,
+      ...mappings.map((m) => `--app-port=${m.appPort}:${m.listenPort}`),
+    ],
+    env: [
+      { name: "POD_NAMESPACE", valueFrom: { fieldRef: { fieldPath: "metadata.namespace" } } },
+      { name: "POD_NAME", valueFrom: { fieldRef: { fieldPath: "metadata.name" } } },
+    ],
+    ports: [{ name: "sy-agent", containerPort: agentPort, protocol: "TCP" }],
+  };
+  spec.containers = [...spec.containers, agent];
+  if (mappings.length > 0) {
+    const redirect: V1Container = {
+      name: REDIRECT_CONTAINER,
+      image: settings.redirectImage ?? settings.agentImage,
+      ...pullPolicy,
+      command: ["sh", "-c", redirectScript(mappings)],
+      securityContext: { runAsUser: 0, runAsNonRoot: false, capabilities: { add: ["NET_ADMIN", "NET_RAW"] } },
+    };
+    spec.initContainers = [...(spec.initContainers ?? []), redirect];
+  }
+  copy.metadata = {
+    ...copy.metadata,
+    annotations: { ...(copy.metadata?.annotations ?? {}), [SECRET_HASH_ANNOTATION]: secretHash },
+  };
+  return copy;
+}
+
+/** A copy of `template` with everything injectSidecar added removed (used when the workload was edited meanwhile). */
+export function stripSidecar(template: V1PodTemplateSpec): V1PodTemplateSpec {
+  const copy = structuredClone(template);
+  const spec = copy.spec!;
+  spec.containers = spec.containers.filter((c) => c.name !== AGENT_CONTAINER);
+  if (spec.initContainers) {
+    spec.initContainers = spec.initContainers.filter((c) => c.name !== REDIRECT_CONTAINER);
+    if (spec.initContainers.length === 0) delete spec.initContainers;
+  }
+  const ann = copy.metadata?.annotations;
+  if (ann) {
+    delete ann[SECRET_HASH_ANNOTATION];
+    if (Object.keys(ann).length === 0) delete copy.metadata!.annotations;
+  }
+  return copy;
+}

@@ -1,0 +1,40 @@
+// The controller runtime every reconciler uses: informers, the work queue, the
+// Controller, error kinds and metrics. See README.md for the contract.
+export { Controller, ControllerOptionError, ControllerStartedError } from "./controller.js";
+export type {
+  ControllerOptions,
+  EventPredicate,
+  KeyMapper,
+  ReconcileResult,
+  Reconciler,
+  WatchOptions,
+} from "./controller.js";
+export { ControllerMetrics } from "./controller-metrics.js";
+export type { ReconcileOutcome } from "./controller-metrics.js";
+export { keyOf, keyString, parseKeyString } from "./object-key.js";
+export type { ObjectKey } from "./object-key.js";
+export {
+  ConflictReconcileError,
+  ReconcileError,
+  reconcileErrorKind,
+  TerminalReconcileError,
+  TransientReconcileError,
+  withContext,
+} from "./reconcile-errors.js";
+export type { ReconcileErrorKind } from "./reconcile-errors.js";
+export {
+  customResourceInformer,
+  deploymentInformer,
+  InformerOptionError,
+  podInformer,
+  ResourceInformer,
+  statefulSetInformer,
+} from "./resource-informer.js";
+export type {
+  InformerEvent,
+  InformerHandler,
+  KindInformerOptions,
+  ResourceInformerOptions,
+} from "./resource-informer.js";
+export { WorkQueue, WorkQueueOptionError } from "./work-queue.js";
+export type { BackoffOptions } from "./work-queue.js";

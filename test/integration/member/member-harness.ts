@@ -1,0 +1,136 @@
+// Test harness for member mode: a RouteDiscovery server (real gRPC over TLS, routers
+// authenticated by client certificate) in front of a snapshot cache, a router-side
+// RouteDiscoveryClient that records the table it is pushed, and helpers to start a
+// MemberController and to wait for API state.
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { KubeConfig } from "@kubernetes/client-node";
+import {
+  RouteDiscoveryServer,
+  RouteDiscoveryStreamServer,
+  RouteSnapshotCache,
+  RouterAuthenticator,
+} from "../../../control-plane/src/route-discovery/index.js";
+import { MemberController, type AgentProvisioner } from "../../../control-plane/src/member/index.js";
+import {
+  RouteDiscoveryClient,
+  type RouteDelta,
+  type RouteSink,
+  type SessionRoute,
+} from "../../../data-plane/router/src/route-discovery-client.js";
+import { createCertificateAuthority } from "../../env/index.js";
+
+export const ROUTER_ENDPOINT = "wss://gw.east.switchyard.test:8443";
+
+/** A routing table the way a router keeps one. */
+export class RecordingSink implements RouteSink {
+  readonly table = new Map<string, SessionRoute>();
+  applied = 0;
+  /** Called after each applied push (for latency measurements). */
+  onApply: ((version: string) => void) | undefined;
+  apply(d: RouteDelta): void {
+    if (d.version === "") throw new Error("push without a version");
+    if (d.fullResync) this.table.clear();
+    for (const r of d.upserts) this.table.set(r.sessionId, r);
+    for (const id of d.removes) this.table.delete(id);
+    this.applied++;
+    this.onApply?.(d.version);
+  }
+}
+
+/** RouteDiscovery server + one connected router; stop() tears both down. */
+export async function startRouteDiscovery(cache: RouteSnapshotCache) {
+  const ca = await createCertificateAuthority("member-tests");
+  const serverCert = await ca.issue({
+    commonName: "control-plane",
+    usage: "server",
+    ipAddresses: ["127.0.0.1"],
+  });
+  const routerCert = await ca.issue({ commonName: "router-east-0", usage: "client" });
+  const streams = new RouteDiscoveryStreamServer({
+    cache,
+    authenticator: new RouterAuthenticator({ clientCertificate: { allowedCommonNames: ["router-east-0"] } }),
+  });
+  const server = new RouteDiscoveryServer({
+    streams,
+    host: "127.0.0.1",
+    port: 0,
+    tls: { certPem: serverCert.certPem, keyPem: serverCert.keyPem, clientCaPem: ca.certPem },
+  });
+  const { url } = await server.listen();
+  const sink = new RecordingSink();
+  const client = new RouteDiscoveryClient({
+    url,
+    routerId: "router-east-0",
+    sink,
+    liveSessions: () => [],
+    credentials: { tls: { ca: ca.certPem, cert: routerCert.certPem, key: routerCert.keyPem } },
+    backoff: { initialMs: 50, maxMs: 200 },
+    liveSessionsIntervalMs: 60_000,
+  });
+  const ac = new AbortController();
+  const running = client.start(ac.signal);
+  return {
+    sink,
+    client,
+    async stop() {
+      ac.abort();
+      await running;
+      await server.close();
+    },
+  };
+}
+
+export function startMember(
+  kc: KubeConfig,
+  provisioner: AgentProvisioner,
+  opts: { now?: () => number } = {},
+) {
+  const routes = new RouteSnapshotCache();
+  const member = new MemberController({
+    kubeConfig: kc,
+    routerEndpoint: ROUTER_ENDPOINT,
+    provisioner,
+    routes,
+    waitingRecheckMs: 500,
+    ...(opts.now ? { now: opts.now } : {}),
+  });
+  const ac = new AbortController();
+  const running = member.start(ac.signal);
+  return {
+    member,
+    routes,
+    async stop() {
+      ac.abort();
+      await running;
+    },
+  };
+}
+
+export function tempDir(prefix: string): string {
+  return mkdtempSync(join(tmpdir(), prefix));
+}
+
+/** Polls `probe` until it returns a value other than undefined/false. */
+export async function eventually<T>(
+  what: string,
+  probe: () => Promise<T | undefined | false> | T | undefined | false,
+  timeoutMs = 30_000,
+  intervalMs = 100,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: unknown;
+  for (;;) {
+    try {
+      const v = await probe();
+      if (v !== undefined && v !== false) return v;
+    } catch (err) {
+      last = err;
+    }
+    if (Date.now() > deadline) {
+      throw new Error(`timed out waiting for ${what}${last ? `: ${(last as Error).message}` : ""}`);
+    }
+    await new Promise((r) => setTimeout(r, intervalMs));
+  }
+}
