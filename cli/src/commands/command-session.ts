@@ -1,0 +1,77 @@
+// Opening a session for a command, the same way for `exec`, `env` and `files`: progress
+// lines on stderr while it comes up, Ctrl-C during startup deletes the half-made session,
+// and the router CA file is read once.
+import { readFileSync } from "node:fs";
+import type { KubeConfig } from "@kubernetes/client-node";
+import { CliError } from "../sdk/cli-errors.js";
+import type { SessionHandle } from "../sdk/kube-sessions.js";
+import { KubeSessions } from "../sdk/kube-sessions.js";
+import { openSession, type Session } from "../sdk/open-session.js";
+import type { SessionConfig } from "../sdk/session-config.js";
+import type { SessionClientOptions } from "../sdk/session-client.js";
+import { progressLine, type Out } from "./output.js";
+
+export interface CommandSessionOptions {
+  quiet?: boolean;
+  readyTimeoutMs?: number;
+  client?: Partial<Omit<SessionClientOptions, "sessionId" | "secret" | "urls" | "caPem">>;
+}
+
+export function readCaFile(path: string | undefined): string | undefined {
+  if (!path) return undefined;
+  try {
+    return readFileSync(path, "utf8");
+  } catch (err) {
+    throw new CliError(
+      "SWITCHYARD_CLI_INVALID_OPTION",
+      `cannot read router CA file ${path}: ${(err as Error).message}`,
+    );
+  }
+}
+
+export async function openCommandSession(
+  kc: KubeConfig,
+  cfg: SessionConfig,
+  out: Out,
+  o: CommandSessionOptions = {},
+): Promise<Session> {
+  const abort = new AbortController();
+  let created: SessionHandle | undefined;
+  const onSignal = () => {
+    out.stderr("switchyard: interrupted while the session was starting; deleting it\n");
+    abort.abort(new CliError("SWITCHYARD_CLI_CLOSED", "interrupted"));
+  };
+  process.once("SIGINT", onSignal);
+  process.once("SIGTERM", onSignal);
+  const log = (t: string) => {
+    if (!o.quiet) out.stderr(`switchyard: ${t}\n`);
+  };
+  const caPem = readCaFile(cfg.routerCa);
+  try {
+    const session = await openSession({
+      kubeConfig: kc,
+      target: cfg.target,
+      ...(cfg.namespace ? { namespace: cfg.namespace } : {}),
+      ...(cfg.router.length ? { routerUrls: cfg.router } : {}),
+      ...(caPem ? { routerCaPem: caPem } : {}),
+      ...(cfg.ttlSeconds !== undefined ? { ttlSeconds: cfg.ttlSeconds } : {}),
+      ...(cfg.failurePolicy ? { failurePolicy: cfg.failurePolicy } : {}),
+      ...(o.readyTimeoutMs !== undefined ? { readyTimeoutMs: o.readyTimeoutMs } : {}),
+      ...(o.client ? { client: o.client } : {}),
+      signal: abort.signal,
+      onCreated: (h) => {
+        created = h;
+        log(`created ${h.mode} session ${h.id} for ${h.target} in namespace ${h.namespace}`);
+      },
+      onProgress: (p) => created && log(progressLine(created.id, p)),
+    });
+    log(`connected to router ${session.client.url}`);
+    return session;
+  } catch (err) {
+    if (abort.signal.aborted && created) await new KubeSessions(kc).delete(created).catch(() => {});
+    throw err;
+  } finally {
+    process.off("SIGINT", onSignal);
+    process.off("SIGTERM", onSignal);
+  }
+}

@@ -1,0 +1,222 @@
+// `switchyard exec … -- CMD`: runs CMD as if it were the target.
+// 1. opens the session (progress on stderr) and reads the Default cluster's environment;
+// 2. subscribes the requested ports (mirror or steal, optional HTTP filter) and delivers
+//    that traffic to CMD's local ports;
+// 3. starts the local SOCKS5/HTTP proxy whose connections leave from the Default cluster;
+// 4. runs CMD with that environment and the proxy variables.
+// CMD's exit code becomes the CLI's and the session is deleted on exit. If the session is
+// lost for good (reconnects exhausted, or it was deleted), CMD is stopped and the CLI
+// exits non-zero saying why: a process is never left running silently disconnected.
+import { spawn, type ChildProcess } from "node:child_process";
+import { constants as osConstants } from "node:os";
+import type { KubeConfig } from "@kubernetes/client-node";
+import { CliError } from "../sdk/cli-errors.js";
+import { describeFilter } from "../sdk/http-filter.js";
+import { LocalProxy } from "../sdk/local-proxy.js";
+import type { Session } from "../sdk/open-session.js";
+import type { SessionConfig } from "../sdk/session-config.js";
+import type { SessionClientOptions } from "../sdk/session-client.js";
+import { TrafficDelivery } from "../sdk/traffic-delivery.js";
+import { openCommandSession } from "./command-session.js";
+import type { Out } from "./output.js";
+
+/** Variables that describe the local machine, not the app: kept from the local environment. */
+export const LOCAL_ONLY_ENV = new Set([
+  "PATH",
+  "HOME",
+  "HOSTNAME",
+  "PWD",
+  "OLDPWD",
+  "SHLVL",
+  "TERM",
+  "USER",
+  "LOGNAME",
+  "SHELL",
+  "TMPDIR",
+  "DISPLAY",
+  "SSH_AUTH_SOCK",
+  "_",
+]);
+
+/** Exit code when the session was lost while CMD ran. */
+export const EXIT_SESSION_LOST = 75;
+/** How long CMD gets between SIGTERM and SIGKILL when the session is lost. */
+const KILL_GRACE_MS = 5000;
+
+export interface ExecOptions {
+  command: string[];
+  quiet?: boolean;
+  readyTimeoutMs?: number;
+  client?: Partial<Omit<SessionClientOptions, "sessionId" | "secret" | "urls" | "caPem">>;
+  /** Local environment to start from (default process.env). */
+  baseEnv?: NodeJS.ProcessEnv;
+}
+
+/** CMD's environment: local, overlaid with the remote one (except local-only names), plus the proxy. */
+export function childEnvironment(
+  base: NodeJS.ProcessEnv,
+  remote: Record<string, string>,
+  proxy: { socks: string; http: string } | undefined,
+  sessionId: string,
+): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = { ...base };
+  for (const [k, v] of Object.entries(remote)) if (!LOCAL_ONLY_ENV.has(k)) env[k] = v;
+  if (proxy) {
+    for (const k of ["ALL_PROXY", "all_proxy"]) env[k] = proxy.socks;
+    for (const k of ["HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy"]) env[k] = proxy.http;
+    for (const k of ["NO_PROXY", "no_proxy"]) env[k] = "localhost,127.0.0.1,::1";
+  }
+  env.SWITCHYARD_SESSION = sessionId;
+  return env;
+}
+
+function exitCodeOf(code: number | null, signal: NodeJS.Signals | null): number {
+  if (code !== null) return code;
+  const n = signal ? (osConstants.signals as Record<string, number>)[signal] : undefined;
+  return 128 + (n ?? 1);
+}
+
+export async function execCommand(
+  kc: KubeConfig,
+  cfg: SessionConfig,
+  o: ExecOptions,
+  out: Out,
+): Promise<number> {
+  if (o.command.length === 0)
+    throw new CliError(
+      "SWITCHYARD_CLI_INVALID_OPTION",
+      "exec needs a command after --, e.g. switchyard exec -t deployment/app -- npm start",
+    );
+  const log = (t: string) => {
+    if (!o.quiet) out.stderr(`switchyard: ${t}\n`);
+  };
+  const warn = (t: string) => out.stderr(`switchyard: ${t}\n`);
+  const session = await openCommandSession(kc, cfg, out, {
+    ...(o.quiet !== undefined ? { quiet: o.quiet } : {}),
+    ...(o.readyTimeoutMs !== undefined ? { readyTimeoutMs: o.readyTimeoutMs } : {}),
+    ...(o.client ? { client: o.client } : {}),
+  });
+  let proxy: LocalProxy | undefined;
+  let delivery: TrafficDelivery | undefined;
+  try {
+    return await runWithSession(session, cfg, o, log, warn, (p, d) => {
+      proxy = p;
+      delivery = d;
+    });
+  } finally {
+    delivery?.stop();
+    await proxy?.close();
+    await session.close("exec finished").catch((err: unknown) => {
+      warn(`could not delete session ${session.id}: ${(err as Error).message} (it expires by TTL)`);
+    });
+    log(`session ${session.id} deleted`);
+  }
+}
+
+async function runWithSession(
+  session: Session,
+  cfg: SessionConfig,
+  o: ExecOptions,
+  log: (t: string) => void,
+  warn: (t: string) => void,
+  keep: (p: LocalProxy | undefined, d: TrafficDelivery) => void,
+): Promise<number> {
+  const client = session.client;
+  client.on("upstream", (u) =>
+    u.up
+      ? log(`cluster ${u.cluster}${u.isDefault ? " (default)" : ""} is connected`)
+      : warn(
+          `cluster ${u.cluster}${u.isDefault ? " (default)" : ""} is unreachable: ${u.error || "connection lost"}` +
+            `${u.connectionsClosed ? ` (${u.connectionsClosed} connections closed)` : ""}; its traffic stops until it returns`,
+        ),
+  );
+  client.on("reconnecting", (r) =>
+    warn(
+      `router connection lost (${r.error}); reconnecting in ${Math.round(r.delayMs / 1000)} s (attempt ${r.attempt})`,
+    ),
+  );
+  client.on("reconnected", (r) => {
+    log(`reconnected through ${r.url}; ${r.resubscribed} subscription(s) restored`);
+    for (const f of r.refused) warn(`could not restore ${f}`);
+  });
+  client.on("log", (l) => log(`agent ${l.level}: ${l.message}`));
+  client.on("remoteError", (e) => warn(`remote error: ${e.message}`));
+
+  const remoteEnv = await client.env({ include: cfg.envInclude, exclude: cfg.envExclude });
+  log(`read ${Object.keys(remoteEnv).length} environment variables from the default cluster`);
+
+  const delivery = new TrafficDelivery(client, {
+    ports: new Map(cfg.ports.map((p) => [p.remote, p.local])),
+    onError: (what, err) => warn(`could not deliver ${what}: ${err.message}`),
+  });
+  delivery.start();
+  let proxy: LocalProxy | undefined;
+  if (cfg.proxy) {
+    proxy = new LocalProxy({
+      dialer: { dial: (host, port) => client.connectTcp(host, port) },
+      onDialError: (t, err) => warn(`outgoing connection to ${t} failed: ${err.message}`),
+    });
+    await proxy.listen();
+  }
+  keep(proxy, delivery);
+  for (const p of cfg.ports) {
+    await client.subscribe(p.remote, cfg.mode, cfg.mode === "steal" ? cfg.httpFilter : undefined);
+    log(
+      `${cfg.mode === "steal" ? "stealing" : "mirroring"} port ${p.remote} → local ${p.local}` +
+        `${cfg.mode === "steal" && cfg.httpFilter ? ` (requests where ${describeFilter(cfg.httpFilter)})` : ""}`,
+    );
+  }
+  if (proxy)
+    log(`outgoing traffic: ${proxy.urls().socks} and ${proxy.urls().http} (through the default cluster)`);
+
+  const env = childEnvironment(o.baseEnv ?? process.env, remoteEnv, proxy?.urls(), session.id);
+  const [cmd, ...args] = o.command as [string, ...string[]];
+  const child = spawn(cmd, args, { stdio: "inherit", env });
+  return await superviseChild(child, client, cmd, warn);
+}
+
+/** Waits for CMD; forwards SIGINT/SIGTERM; stops it when the session is lost. */
+function superviseChild(
+  child: ChildProcess,
+  client: Session["client"],
+  cmd: string,
+  warn: (t: string) => void,
+): Promise<number> {
+  return new Promise<number>((resolve) => {
+    let lost: CliError | undefined;
+    let killTimer: NodeJS.Timeout | undefined;
+    const forward = (sig: NodeJS.Signals) => () => {
+      if (child.exitCode === null) child.kill(sig);
+    };
+    const onInt = forward("SIGINT");
+    const onTerm = forward("SIGTERM");
+    process.on("SIGINT", onInt);
+    process.on("SIGTERM", onTerm);
+    const onLost = (err: CliError) => {
+      lost = err;
+      warn(`${err.message}`);
+      warn(`stopping ${cmd}: it must not keep running without its session`);
+      child.kill("SIGTERM");
+      killTimer = setTimeout(() => child.kill("SIGKILL"), KILL_GRACE_MS);
+    };
+    client.on("lost", onLost);
+    const done = (code: number) => {
+      clearTimeout(killTimer);
+      process.off("SIGINT", onInt);
+      process.off("SIGTERM", onTerm);
+      client.off("lost", onLost);
+      resolve(code);
+    };
+    child.once("error", (err) => {
+      warn(`cannot run ${cmd}: ${err.message}`);
+      done(127);
+    });
+    child.once("exit", (code, signal) => {
+      if (lost) {
+        warn(`${cmd} stopped because session ${client.sessionId} was lost [${lost.code}]`);
+        return done(EXIT_SESSION_LOST);
+      }
+      done(exitCodeOf(code, signal));
+    });
+  });
+}
