@@ -87,6 +87,16 @@ both
 {{- printf "https://%s.%s.svc:%d" (include "switchyard.controlPlane.fullname" .) .Release.Namespace (int .Values.controlPlane.grpcPort) -}}
 {{- end -}}
 
+{{/* Base URL of this cluster's routers: router.endpoint, else the in-cluster Service (enough for
+single-cluster use inside the cluster; a member reached by a Primary needs router.endpoint). */}}
+{{- define "switchyard.router.url" -}}
+{{- if .Values.router.endpoint -}}
+{{- .Values.router.endpoint -}}
+{{- else -}}
+{{- printf "wss://%s.%s.svc:%d" (include "switchyard.router.fullname" .) .Release.Namespace (int .Values.router.service.port) -}}
+{{- end -}}
+{{- end -}}
+
 {{- define "switchyard.tlsMountPath" -}}/etc/switchyard/tls{{- end -}}
 {{- define "switchyard.tokenMountPath" -}}/var/run/secrets/switchyard{{- end -}}
 
@@ -105,10 +115,14 @@ The control-plane command line. Flags (all documented in charts/README.md):
 - --mode={{ include "switchyard.controlPlane.mode" . }}
 - --namespace={{ .Release.Namespace }}
 - --config-map={{ .Values.multiCluster.configMapName }}
+{{- with .Values.multiCluster.clusterName }}
+- --cluster-name={{ . }}
+{{- end }}
 - --grpc-listen=:{{ int $cp.grpcPort }}
 - --metrics-listen=:{{ int $cp.metricsPort }}
-{{- with .Values.router.endpoint }}
-- --router-endpoint={{ . }}
+- --router-endpoint={{ include "switchyard.router.url" . }}
+{{- if ne (include "switchyard.controlPlane.mode" .) "primary" }}
+- --agent-image={{ include "switchyard.image" . }}
 {{- end }}
 - --router-service-account={{ .Release.Namespace }}/{{ include "switchyard.router.serviceAccountName" . }}
 - --router-token-audience={{ .Values.router.tokenAudience }}

@@ -2,7 +2,8 @@
 // violation fails `helm template` naming the field, with the same field, problem and fix the control
 // plane's own validator reports; valid multi-cluster values render a ConfigMap and Secrets that the
 // control plane's parsers accept and that round-trip the values; workloads are locked down.
-import { readdirSync, readFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parse as parseYaml } from "yaml";
@@ -11,6 +12,7 @@ import {
   validateClusterConfig,
 } from "../../../control-plane/src/config/cluster-config.js";
 import { ClusterConfigErrors } from "../../../control-plane/src/config/cluster-config-error.js";
+import { parseControlPlaneArgs } from "../../../control-plane/src/control-plane-options.js";
 import {
   CREDENTIALS_LABEL,
   parseCredentialSecret,
@@ -530,6 +532,35 @@ describe("workloads", () => {
       ]),
     );
     expect(args).not.toContain("--mode=both");
+  });
+
+  it("render control-plane flags that the control plane itself accepts, in every mode", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "chart-flags-"));
+    writeFileSync(join(dir, "tls.crt"), "CERT");
+    writeFileSync(join(dir, "tls.key"), "KEY");
+    const cases: Array<[string, Values]> = [
+      [
+        "primary",
+        mc({
+          clusterName: "primary",
+          managementOnly: true,
+          defaultCluster: "east",
+          clusters: { east: bearer() },
+        }),
+      ],
+      ["both", mc({ clusterName: "primary", defaultCluster: "primary", clusters: { east: bearer() } })],
+      ["member", { multiClusterMember: true, router: { endpoint: "wss://east.example.com" } }],
+      ["both", {}],
+    ];
+    for (const [mode, values] of cases) {
+      const args = containerArgs(await helm.template(values), "switchyard-control-plane")
+        .slice(1) // the script path
+        .map((a) => a.replace(/^--tls-(cert|key)=.*\/(tls\.(crt|key))$/, `--tls-$1=${dir}/$2`));
+      const parsed = parseControlPlaneArgs(args, {});
+      expect(parsed.mode).toBe(mode);
+      if (mode !== "primary") expect(parsed.agentImage).toMatch(/switchyard/);
+      expect(parsed.routerEndpoint).toMatch(/^wss:\/\//);
+    }
   });
 
   it("scale separately, and the HPA replaces router replicas when enabled", async () => {
