@@ -1,0 +1,84 @@
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { ControlPlaneOptionError, parseControlPlaneArgs, parseListen } from "./control-plane-options.js";
+
+const base = [
+  "--namespace",
+  "switchyard",
+  "--grpc-plaintext",
+  "--router-service-account",
+  "switchyard/router",
+];
+
+describe("parseControlPlaneArgs", () => {
+  it("parses a primary with defaults", () => {
+    const o = parseControlPlaneArgs(["--mode", "primary", ...base], {});
+    expect(o.mode).toBe("primary");
+    expect(o.grpcListen).toEqual({ host: "0.0.0.0", port: 9443 });
+    expect(o.metricsListen).toEqual({ host: "0.0.0.0", port: 9090 });
+    expect(o.routerServiceAccounts).toEqual([{ namespace: "switchyard", name: "router" }]);
+    expect(o.leaseDurationMs).toBe(15_000);
+    expect(o.configMap).toBe("switchyard-clusters");
+  });
+
+  it("reads TLS files and the namespace from POD_NAMESPACE", () => {
+    const dir = mkdtempSync(join(tmpdir(), "cp-opts-"));
+    writeFileSync(join(dir, "c.pem"), "CERT");
+    writeFileSync(join(dir, "k.pem"), "KEY");
+    const o = parseControlPlaneArgs(
+      [
+        "--mode",
+        "primary",
+        "--tls-cert",
+        join(dir, "c.pem"),
+        "--tls-key",
+        join(dir, "k.pem"),
+        "--router-service-account",
+        "a/b",
+      ],
+      { POD_NAMESPACE: "sy", POD_NAME: "cp-0" },
+    );
+    expect(o.tls).toEqual({ certPem: "CERT", keyPem: "KEY" });
+    expect(o.namespace).toBe("sy");
+    expect(o.identity).toBe("cp-0");
+  });
+
+  it.each([
+    [["--mode", "primary", "--router-service-account", "a/b", "--grpc-plaintext"], "--namespace"],
+    [["--mode", "sideways", ...base], "arguments"],
+    [["--mode", "primary", "--namespace", "sy", "--router-service-account", "a/b"], "--tls-cert"],
+    [["--mode", "primary", "--namespace", "sy", "--grpc-plaintext"], "--router-service-account"],
+    [["--mode", "primary", ...base, "--router-service-account", "no-slash"], "--router-service-account"],
+    [["--mode", "member", ...base], "--router-endpoint"],
+    [["--mode", "member", ...base, "--router-endpoint", "http://x"], "--router-endpoint"],
+    [
+      ["--mode", "member", ...base, "--router-endpoint", "ws://x:1", "--agent-provisioner", "process"],
+      "--agent-kubeconfig",
+    ],
+    [["--mode", "primary", ...base, "--allowed-target-kinds", "job"], "--allowed-target-kinds"],
+    [
+      ["--mode", "primary", ...base, "--leader-lease-duration-seconds", "5"],
+      "--leader-renew-deadline-seconds",
+    ],
+    [["--mode", "primary", ...base, "--grpc-listen", "nope"], "--grpc-listen"],
+    [["--mode", "primary", ...base, "--tls-cert", "/nonexistent"], "--grpc-plaintext"],
+  ])("refuses %j naming %s", (argv, flag) => {
+    try {
+      parseControlPlaneArgs(argv, {});
+      expect.unreachable();
+    } catch (err) {
+      expect(err).toBeInstanceOf(ControlPlaneOptionError);
+      expect((err as ControlPlaneOptionError).flag).toBe(flag);
+    }
+  });
+});
+
+describe("parseListen", () => {
+  it.each([
+    [":9443", { host: "0.0.0.0", port: 9443 }],
+    ["127.0.0.1:0", { host: "127.0.0.1", port: 0 }],
+    ["[::1]:80", { host: "::1", port: 80 }],
+  ])("%s", (v, want) => expect(parseListen("--x", v)).toEqual(want));
+});

@@ -1,0 +1,274 @@
+// Command-line options of the control-plane process, parsed and validated in one place.
+// Every error names the flag and what to give instead; the Helm chart renders exactly
+// these flags (charts/switchyard/templates/_helpers.tpl).
+import { readFileSync } from "node:fs";
+import { hostname } from "node:os";
+import { Command, Option } from "commander";
+
+export type ControlPlaneMode = "primary" | "member" | "both";
+
+export interface ListenAddress {
+  host: string;
+  port: number;
+}
+
+export interface ControlPlaneOptions {
+  mode: ControlPlaneMode;
+  /** This cluster's name, advertised in SwitchyardOperator (a Primary takes it from its configuration). */
+  clusterName: string;
+  /** Kubeconfig file; undefined = in-cluster config or $KUBECONFIG. */
+  kubeconfig: string | undefined;
+  /** The control plane's namespace (ConfigMap, Secrets, Lease). */
+  namespace: string;
+  configMap: string;
+  /** This replica's identity for leader election. */
+  identity: string;
+  grpcListen: ListenAddress;
+  metricsListen: ListenAddress;
+  /** Base URL of this cluster's routers (ws:// or wss://), published for clients and used as member gateway. */
+  routerEndpoint: string | undefined;
+  /** PEM serving certificate and key of the gRPC endpoint; undefined with grpcPlaintext. */
+  tls: { certPem: string; keyPem: string; clientCaPem?: string } | undefined;
+  grpcPlaintext: boolean;
+  /** ServiceAccounts (namespace/name) whose tokens may stream routes. */
+  routerServiceAccounts: { namespace: string; name: string }[];
+  /** Audience router tokens must carry (undefined = the API server's own). */
+  routerTokenAudience: string | undefined;
+  allowedNamespaces: string[];
+  allowedTargetKinds: string[];
+  leaseDurationMs: number;
+  renewDeadlineMs: number;
+  retryPeriodMs: number;
+  healthCheckIntervalMs: number;
+  logLevel: string;
+  /** Member mode: how agents are provisioned. */
+  agentProvisioner: "sidecar" | "process";
+  /** Process provisioner: kubeconfig the agents read their pod with. */
+  agentKubeconfig: string | undefined;
+  /** Process provisioner: `--outbound-bind` of the agents. */
+  agentOutboundBind: string | undefined;
+  /** Sidecar provisioner: the agent image. */
+  agentImage: string | undefined;
+  /** Install the CRDs at start (embedded environment; in clusters Helm does it). */
+  installCrds: boolean;
+}
+
+export class ControlPlaneOptionError extends Error {
+  readonly code = "SWITCHYARD_CONTROL_PLANE_OPTION";
+  constructor(
+    readonly flag: string,
+    problem: string,
+  ) {
+    super(`${flag}: ${problem}`);
+  }
+}
+
+export function parseListen(flag: string, value: string): ListenAddress {
+  const m = /^(?:(\[[0-9a-fA-F:]+\]|[^:]*):)?(\d{1,5})$/.exec(value);
+  const port = m ? Number(m[2]) : NaN;
+  if (!m || port > 65535) {
+    throw new ControlPlaneOptionError(
+      flag,
+      `"${value}" is not host:port or :port (e.g. :9443 or 127.0.0.1:0)`,
+    );
+  }
+  const host = (m[1] ?? "").replace(/^\[|\]$/g, "") || "0.0.0.0";
+  return { host, port };
+}
+
+function list(v: string | undefined): string[] {
+  return (v ?? "")
+    .split(",")
+    .map((s) => s.trim())
+    .filter(Boolean);
+}
+
+function seconds(flag: string, v: string): number {
+  const n = Number(v);
+  if (!Number.isFinite(n) || n <= 0)
+    throw new ControlPlaneOptionError(flag, `must be a positive number of seconds, got "${v}"`);
+  return Math.round(n * 1000);
+}
+
+function readPem(flag: string, path: string): string {
+  try {
+    return readFileSync(path, "utf8");
+  } catch (err) {
+    throw new ControlPlaneOptionError(
+      flag,
+      `cannot read ${path}: ${(err as NodeJS.ErrnoException).code ?? err}`,
+    );
+  }
+}
+
+const dnsLabel = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
+
+export function parseControlPlaneArgs(
+  argv: string[],
+  env: NodeJS.ProcessEnv = process.env,
+): ControlPlaneOptions {
+  const cmd = new Command("switchyard-control-plane")
+    .exitOverride()
+    .configureOutput({ writeErr: () => {}, writeOut: () => {} })
+    .addOption(
+      new Option("--mode <mode>", "primary | member | both")
+        .choices(["primary", "member", "both"])
+        .makeOptionMandatory(),
+    )
+    .option("--kubeconfig <path>", "kubeconfig (default: in-cluster or $KUBECONFIG)")
+    .option("--cluster-name <name>", "this cluster's name (RFC 1123 label)", env.CLUSTER_NAME ?? "local")
+    .option("--namespace <ns>", "the control plane's namespace", env.POD_NAMESPACE)
+    .option("--config-map <name>", "ConfigMap holding clusters-config.yaml", "switchyard-clusters")
+    .option("--identity <id>", "replica identity for leader election (default: $POD_NAME or hostname)")
+    .option("--grpc-listen <addr>", "RouteDiscovery gRPC listen address", ":9443")
+    .option("--metrics-listen <addr>", "/metrics, /healthz, /readyz listen address", ":9090")
+    .option("--router-endpoint <url>", "ws(s):// base URL of this cluster's routers")
+    .option("--tls-cert <file>", "PEM serving certificate of the gRPC endpoint")
+    .option("--tls-key <file>", "PEM key of --tls-cert")
+    .option("--router-client-ca <file>", "PEM CA of router client certificates (mTLS router auth)")
+    .option("--grpc-plaintext", "serve gRPC without TLS (embedded environment only)", false)
+    .option("--router-service-account <ns/name...>", "ServiceAccount allowed to stream routes (repeatable)")
+    .option("--router-token-audience <aud>", "audience router tokens must carry")
+    .option("--allowed-namespaces <list>", "comma-separated namespaces sessions may use (default: all)")
+    .option("--allowed-target-kinds <list>", "comma-separated target kinds sessions may use (default: all)")
+    .option("--leader-lease-duration-seconds <s>", "Lease duration", "15")
+    .option(
+      "--leader-renew-deadline-seconds <s>",
+      "leader steps down when it could not renew for this long",
+      "10",
+    )
+    .option("--leader-retry-period-seconds <s>", "time between leader-election attempts", "2")
+    .option("--health-check-interval-seconds <s>", "remote-cluster health check interval", "30")
+    .option("--log-level <level>", "fatal | error | warn | info | debug | trace", "info")
+    .addOption(
+      new Option("--agent-provisioner <kind>", "sidecar | process")
+        .choices(["sidecar", "process"])
+        .default("sidecar"),
+    )
+    .option("--agent-kubeconfig <path>", "process provisioner: kubeconfig the agents use")
+    .option(
+      "--agent-outbound-bind <ip>",
+      "process provisioner: source address of agents' outgoing connections",
+    )
+    .option("--agent-image <image>", "sidecar provisioner: agent container image")
+    .option("--install-crds", "install the CRDs at start (embedded environment)", false);
+  try {
+    cmd.parse(argv, { from: "user" });
+  } catch (err) {
+    const e = err as { code?: string; message: string };
+    throw new ControlPlaneOptionError("arguments", e.message.replace(/^error: /, ""));
+  }
+  const o = cmd.opts<Record<string, string | boolean | string[] | undefined>>();
+  const mode = o.mode as ControlPlaneMode;
+  const namespace = o.namespace as string | undefined;
+  if (!namespace || !dnsLabel.test(namespace)) {
+    throw new ControlPlaneOptionError(
+      "--namespace",
+      `give the control plane's namespace (or set POD_NAMESPACE), got "${namespace ?? ""}"`,
+    );
+  }
+  const clusterName = o.clusterName as string;
+  if (!dnsLabel.test(clusterName)) {
+    throw new ControlPlaneOptionError(
+      "--cluster-name",
+      `"${clusterName}" is not an RFC 1123 label (a-z, 0-9, '-')`,
+    );
+  }
+  const plaintext = o.grpcPlaintext === true;
+  const certFile = o.tlsCert as string | undefined;
+  const keyFile = o.tlsKey as string | undefined;
+  if (plaintext && (certFile || keyFile))
+    throw new ControlPlaneOptionError("--grpc-plaintext", "cannot be combined with --tls-cert/--tls-key");
+  if (!plaintext && (!certFile || !keyFile)) {
+    throw new ControlPlaneOptionError(
+      "--tls-cert",
+      "routing tables carry secrets: give --tls-cert and --tls-key (or --grpc-plaintext in the embedded environment)",
+    );
+  }
+  const clientCa = o.routerClientCa as string | undefined;
+  const tls =
+    certFile && keyFile
+      ? {
+          certPem: readPem("--tls-cert", certFile),
+          keyPem: readPem("--tls-key", keyFile),
+          ...(clientCa ? { clientCaPem: readPem("--router-client-ca", clientCa) } : {}),
+        }
+      : undefined;
+  const routerServiceAccounts = ((o.routerServiceAccount as string[] | undefined) ?? []).map((s) => {
+    const [ns, name, extra] = s.split("/");
+    if (!ns || !name || extra !== undefined)
+      throw new ControlPlaneOptionError("--router-service-account", `"${s}" is not namespace/name`);
+    return { namespace: ns, name };
+  });
+  if (routerServiceAccounts.length === 0 && !clientCa) {
+    throw new ControlPlaneOptionError(
+      "--router-service-account",
+      "name at least one router ServiceAccount (namespace/name) or give --router-client-ca: otherwise no router can receive routes",
+    );
+  }
+  const routerEndpoint = o.routerEndpoint as string | undefined;
+  if (routerEndpoint !== undefined && !/^wss?:\/\/[^/]+/.test(routerEndpoint)) {
+    throw new ControlPlaneOptionError(
+      "--router-endpoint",
+      `"${routerEndpoint}" is not a ws:// or wss:// URL`,
+    );
+  }
+  if ((mode === "member" || mode === "both") && !routerEndpoint) {
+    throw new ControlPlaneOptionError(
+      "--router-endpoint",
+      "member mode publishes each child's gateway under this URL: give the ws(s):// URL of this cluster's routers",
+    );
+  }
+  const provisioner = o.agentProvisioner as "sidecar" | "process";
+  if (provisioner === "process" && !o.agentKubeconfig) {
+    throw new ControlPlaneOptionError(
+      "--agent-kubeconfig",
+      "the process provisioner needs a kubeconfig for its agents",
+    );
+  }
+  const leaseDurationMs = seconds("--leader-lease-duration-seconds", o.leaderLeaseDurationSeconds as string);
+  const renewDeadlineMs = seconds("--leader-renew-deadline-seconds", o.leaderRenewDeadlineSeconds as string);
+  const retryPeriodMs = seconds("--leader-retry-period-seconds", o.leaderRetryPeriodSeconds as string);
+  if (!(retryPeriodMs < renewDeadlineMs && renewDeadlineMs < leaseDurationMs)) {
+    throw new ControlPlaneOptionError(
+      "--leader-renew-deadline-seconds",
+      "need retry period < renew deadline < lease duration",
+    );
+  }
+  const kinds = list(o.allowedTargetKinds as string | undefined);
+  for (const k of kinds) {
+    if (!["deployment", "statefulset", "pod"].includes(k)) {
+      throw new ControlPlaneOptionError(
+        "--allowed-target-kinds",
+        `"${k}" is not one of deployment, statefulset, pod`,
+      );
+    }
+  }
+  return {
+    mode,
+    clusterName,
+    kubeconfig: o.kubeconfig as string | undefined,
+    namespace,
+    configMap: o.configMap as string,
+    identity: (o.identity as string | undefined) ?? env.POD_NAME ?? hostname(),
+    grpcListen: parseListen("--grpc-listen", o.grpcListen as string),
+    metricsListen: parseListen("--metrics-listen", o.metricsListen as string),
+    routerEndpoint,
+    tls,
+    grpcPlaintext: plaintext,
+    routerServiceAccounts,
+    routerTokenAudience: o.routerTokenAudience as string | undefined,
+    allowedNamespaces: list(o.allowedNamespaces as string | undefined),
+    allowedTargetKinds: kinds,
+    leaseDurationMs,
+    renewDeadlineMs,
+    retryPeriodMs,
+    healthCheckIntervalMs: seconds("--health-check-interval-seconds", o.healthCheckIntervalSeconds as string),
+    logLevel: o.logLevel as string,
+    agentProvisioner: provisioner,
+    agentKubeconfig: o.agentKubeconfig as string | undefined,
+    agentOutboundBind: o.agentOutboundBind as string | undefined,
+    agentImage: o.agentImage as string | undefined,
+    installCrds: o.installCrds === true,
+  };
+}
