@@ -47,6 +47,12 @@ export interface ControlPlaneOptions {
   agentKubeconfig: string | undefined;
   /** Process provisioner: `--outbound-bind` of the agents. */
   agentOutboundBind: string | undefined;
+  /** Process provisioner: extra flags for every agent (e.g. --app-host=127.0.0.2). */
+  agentExtraArgs: string[];
+  /** Process provisioner: where agent records and logs live (one directory per control plane). */
+  agentStateDir: string | undefined;
+  /** Process provisioner: agents take app port P's traffic on P + offset (0 = ephemeral). */
+  agentTrafficPortOffset: number;
   /** Sidecar provisioner: the agent image. */
   agentImage: string | undefined;
   /** Install the CRDs at start (embedded environment; in clusters Helm does it). */
@@ -150,6 +156,16 @@ export function parseControlPlaneArgs(
       "--agent-outbound-bind <ip>",
       "process provisioner: source address of agents' outgoing connections",
     )
+    .option("--agent-extra-arg <flag...>", "process provisioner: extra flag for every agent (repeatable)")
+    .option(
+      "--agent-state-dir <dir>",
+      "process provisioner: agent records and logs (default: per cluster in the temp dir)",
+    )
+    .option(
+      "--agent-traffic-port-offset <n>",
+      "process provisioner: agents take port P's traffic on P+n",
+      "0",
+    )
     .option("--agent-image <image>", "sidecar provisioner: agent container image")
     .option("--install-crds", "install the CRDs at start (embedded environment)", false);
   try {
@@ -235,6 +251,13 @@ export function parseControlPlaneArgs(
       "need retry period < renew deadline < lease duration",
     );
   }
+  const offset = Number(o.agentTrafficPortOffset);
+  if (!Number.isInteger(offset) || offset < 0 || offset > 60000) {
+    throw new ControlPlaneOptionError(
+      "--agent-traffic-port-offset",
+      `must be an integer 0-60000, got "${o.agentTrafficPortOffset as string}"`,
+    );
+  }
   const kinds = list(o.allowedTargetKinds as string | undefined);
   for (const k of kinds) {
     if (!["deployment", "statefulset", "pod"].includes(k)) {
@@ -268,6 +291,9 @@ export function parseControlPlaneArgs(
     agentProvisioner: provisioner,
     agentKubeconfig: o.agentKubeconfig as string | undefined,
     agentOutboundBind: o.agentOutboundBind as string | undefined,
+    agentExtraArgs: (o.agentExtraArg as string[] | undefined) ?? [],
+    agentTrafficPortOffset: offset,
+    agentStateDir: o.agentStateDir as string | undefined,
     agentImage: o.agentImage as string | undefined,
     installCrds: o.installCrds === true,
   };

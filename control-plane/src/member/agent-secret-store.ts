@@ -1,6 +1,7 @@
 // The per-agent secret (DESIGN §6: workload router → agent). One random secret per
-// target, kept in a Kubernetes Secret in the target's namespace so a restarted control
-// plane finds the same one (agents keep running and keep accepting it). Only its
+// target, kept in a Kubernetes Secret — in the control plane's own namespace when one is
+// configured (so the control plane needs no Secret access in workload namespaces), else in
+// the target's namespace — so a restarted control plane finds the same one (agents keep running and keep accepting it). Only its
 // sha256 goes to the agent; the secret itself goes into this member's routing table.
 // Never logged.
 import { createHash, randomBytes } from "node:crypto";
@@ -27,12 +28,17 @@ export function agentSecretName(id: string): string {
 export class AgentSecretStore {
   readonly #core: CoreV1Api;
 
-  constructor(kc: KubeConfig) {
+  readonly #namespace: string | undefined;
+
+  /** `namespace`: where every agent Secret lives (names are unique per target id). */
+  constructor(kc: KubeConfig, namespace?: string) {
     this.#core = kc.makeApiClient(CoreV1Api);
+    this.#namespace = namespace;
   }
 
   /** The target's secret, created on first use. */
-  async ensure(namespace: string, id: string): Promise<AgentSecret> {
+  async ensure(targetNamespace: string, id: string): Promise<AgentSecret> {
+    const namespace = this.#namespace ?? targetNamespace;
     const name = agentSecretName(id);
     const existing = await this.#read(namespace, name);
     if (existing) return existing;
@@ -60,7 +66,8 @@ export class AgentSecretStore {
     }
   }
 
-  async delete(namespace: string, id: string): Promise<void> {
+  async delete(targetNamespace: string, id: string): Promise<void> {
+    const namespace = this.#namespace ?? targetNamespace;
     try {
       await this.#core.deleteNamespacedSecret({ namespace, name: agentSecretName(id) });
     } catch (err) {

@@ -50,6 +50,8 @@ export interface ClusterSessionReconcilerOptions {
   targets: TargetSource;
   /** CA PEM routers use to verify wss:// agents (default: none). */
   agentCaPem?: string;
+  /** Namespace for agent Secrets (the control plane's own; default: each target's namespace). */
+  secretNamespace?: string;
   /** Re-check a session that waits for pods or agents this often, ms (default 5 000); pod events wake it sooner. */
   waitingRecheckMs?: number;
   logger?: Logger;
@@ -88,7 +90,7 @@ export class ClusterSessionReconciler implements Reconciler {
     this.#o = options;
     this.#endpoint = options.routerEndpoint.replace(/\/+$/, "");
     this.#client = clusterSessionClient(options.kubeConfig);
-    this.#secrets = new AgentSecretStore(options.kubeConfig);
+    this.#secrets = new AgentSecretStore(options.kubeConfig, options.secretNamespace);
     this.#now = options.now ?? Date.now;
     this.#recheckMs = recheck;
     this.#logger = options.logger;

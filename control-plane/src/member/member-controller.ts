@@ -44,6 +44,8 @@ export interface MemberControllerOptions {
   /** Renew a single-cluster session's renewedAt at most this often, ms (default 10 000). */
   renewIntervalMs?: number;
   agentCaPem?: string;
+  /** Namespace for agent Secrets (the control plane's own; default: each target's namespace). */
+  secretNamespace?: string;
   waitingRecheckMs?: number;
   logger?: Logger;
   metrics?: ControllerMetrics;
@@ -92,6 +94,7 @@ export class MemberController {
       routes: options.routes,
       targets,
       ...(options.agentCaPem !== undefined ? { agentCaPem: options.agentCaPem } : {}),
+      ...(options.secretNamespace !== undefined ? { secretNamespace: options.secretNamespace } : {}),
       ...(options.waitingRecheckMs !== undefined ? { waitingRecheckMs: options.waitingRecheckMs } : {}),
       ...(logger ? { logger } : {}),
       ...(options.now ? { now: options.now } : {}),

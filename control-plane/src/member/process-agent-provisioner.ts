@@ -52,6 +52,11 @@ export interface ProcessAgentProvisionerOptions {
   outboundBind?: string;
   /** `--app-port` values for a target (default: each TCP containerPort P of the container as `P:0`). */
   appPorts?: (resolved: ResolvedTarget, pod: V1Pod) => string[];
+  /**
+   * With the default `appPorts`: the agent accepts an app port P's traffic on P + offset
+   * instead of an ephemeral port, so a local environment has stable addresses to send to.
+   */
+  trafficPortOffset?: number;
   /** Extra flags appended to every agent command line. */
   extraArgs?: string[];
   /** Where agent records and logs live (default: <tmpdir>/switchyard-process-agents). */
@@ -156,7 +161,7 @@ export class ProcessAgentProvisioner implements AgentProvisioner {
     const podName = pod.metadata!.name!;
     const appPorts = this.#o.appPorts
       ? this.#o.appPorts(resolved, pod)
-      : defaultAppPorts(pod, resolved.container);
+      : defaultAppPorts(pod, resolved.container, this.#o.trafficPortOffset);
     const args = [
       ...this.#command.args,
       `--listen=${this.#o.host}:${port}`,
@@ -261,11 +266,13 @@ function repoRoot(): string {
   return fileURLToPath(new URL("../../../", import.meta.url));
 }
 
-function defaultAppPorts(pod: V1Pod, container: string): string[] {
+function defaultAppPorts(pod: V1Pod, container: string, offset: number | undefined): string[] {
   const c = pod.spec?.containers.find((x) => x.name === container);
   return [
     ...new Set(
-      (c?.ports ?? []).filter((p) => (p.protocol ?? "TCP") === "TCP").map((p) => `${p.containerPort}:0`),
+      (c?.ports ?? [])
+        .filter((p) => (p.protocol ?? "TCP") === "TCP")
+        .map((p) => `${p.containerPort}:${offset ? p.containerPort + offset : 0}`),
     ),
   ];
 }

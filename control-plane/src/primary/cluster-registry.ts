@@ -47,6 +47,11 @@ export interface ClusterRegistryOptions {
   mtlsWarnBeforeExpiryMs?: number;
   logger?: Logger;
   metrics?: ClusterRegistryMetrics;
+  /**
+   * Called when this replica becomes leader; `leading` aborts when it stops leading. The
+   * process runs its other leader-only work (session reconcilers) on the same Lease.
+   */
+  onStartedLeading?: (leading: AbortSignal) => void;
 }
 
 export class ClusterRegistryOptionsError extends Error {
@@ -111,7 +116,10 @@ export class ClusterRegistry {
       ...(options.renewDeadlineMs ? { renewDeadlineMs: options.renewDeadlineMs } : {}),
       ...(options.retryPeriodMs ? { retryPeriodMs: options.retryPeriodMs } : {}),
       logger: this.logger,
-      onStartedLeading: () => this.kickNow(),
+      onStartedLeading: (leading) => {
+        this.kickNow();
+        options.onStartedLeading?.(leading);
+      },
     });
     this.publisher = new OperatorStatusPublisher(options.kubeConfig);
     this.metrics.setStateProvider(() => ({

@@ -1,0 +1,48 @@
+// Entry point of the control-plane image: parse flags, start the parts for --mode, stop
+// on SIGTERM/SIGINT. An invalid flag or configuration exits with status 2 and a message
+// naming what to fix.
+import { pino } from "pino";
+import { ControlPlaneOptionError, parseControlPlaneArgs } from "./control-plane-options.js";
+import { startControlPlane } from "./control-plane.js";
+
+async function main(): Promise<number> {
+  let options;
+  try {
+    options = parseControlPlaneArgs(process.argv.slice(2));
+  } catch (err) {
+    if (err instanceof ControlPlaneOptionError) {
+      process.stderr.write(`switchyard-control-plane: ${err.message}\n`);
+      return 2;
+    }
+    throw err;
+  }
+  const logger = pino({
+    level: options.logLevel,
+    base: { component: "control-plane", identity: options.identity },
+  });
+  const stop = new AbortController();
+  for (const sig of ["SIGTERM", "SIGINT"] as const) {
+    process.once(sig, () => {
+      logger.info({ signal: sig }, "stopping");
+      stop.abort();
+    });
+  }
+  try {
+    const running = await startControlPlane(options, stop.signal, logger);
+    await running.done;
+    return 0;
+  } catch (err) {
+    const e = err as Error & { code?: string };
+    logger.fatal({ code: e.code, err: e.message }, "control plane stopped");
+    process.stderr.write(`switchyard-control-plane: ${e.message}\n`);
+    return e.code?.startsWith("SWITCHYARD_CLUSTER_CONFIG") ? 2 : 1;
+  }
+}
+
+main().then(
+  (code) => process.exit(code),
+  (err: Error) => {
+    process.stderr.write(`switchyard-control-plane: ${err.stack ?? err.message}\n`);
+    process.exit(1);
+  },
+);

@@ -1,0 +1,236 @@
+// The control-plane process as a user runs it (control-plane/src/main.ts), in member mode
+// against a real API server: it reconciles a single-cluster ClusterSession, starts a
+// process agent, and pushes the session's table over RouteDiscovery to a real router
+// process, through which a client reaches the agent. Bad flags exit 2 with the flag named.
+import { spawn, type ChildProcess } from "node:child_process";
+import { createHash, randomBytes } from "node:crypto";
+import { createServer, type Server } from "node:http";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { createInterface } from "node:readline";
+import { AppsV1Api, CoreV1Api } from "@kubernetes/client-node";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import {
+  clusterSessionClient,
+  installCrds,
+  switchyardOperatorClient,
+} from "../../../control-plane/src/crds/index.js";
+import { AgentClient } from "../../../data-plane/agent/src/testing/agent-client.js";
+import { freePorts, runPods, startClusterSet, type ClusterSet } from "../../env/index.js";
+import { RouterProcess } from "../router/router-process.js";
+
+const repo = resolve(import.meta.dirname, "../../..");
+const NS = "switchyard";
+const AUDIENCE = "switchyard-route-discovery";
+
+let set: ClusterSet;
+let dir: string;
+let app: Server;
+let cp: ChildProcess;
+let router: RouterProcess;
+let grpcUrl = "";
+let metricsPort = 0;
+let routerPort = 0;
+const cpLogs: Array<Record<string, unknown>> = [];
+
+async function until<T>(
+  what: string,
+  fn: () => Promise<T | undefined> | T | undefined,
+  timeoutMs = 60_000,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await fn();
+    if (v !== undefined && v !== false) return v;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
+function startControlPlane(args: string[]): ChildProcess {
+  return spawn(process.execPath, ["--import", "tsx", join(repo, "control-plane/src/main.ts"), ...args], {
+    cwd: repo,
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+}
+
+beforeAll(async () => {
+  set = await startClusterSet({ clusters: ["east"] });
+  dir = mkdtempSync(join(tmpdir(), "switchyard-cp-process-"));
+  const east = set.get("east");
+  const kc = east.kubeConfig();
+  await installCrds(kc);
+  const core = kc.makeApiClient(CoreV1Api);
+  await core.createNamespace({ body: { metadata: { name: NS } } });
+  await core.createNamespacedServiceAccount({
+    namespace: NS,
+    body: { metadata: { name: "switchyard-router" } },
+  });
+  const token = await core.createNamespacedServiceAccountToken({
+    name: "switchyard-router",
+    namespace: NS,
+    body: { spec: { audiences: [AUDIENCE], expirationSeconds: 3600 } },
+  });
+  writeFileSync(join(dir, "router-token"), token.status!.token);
+
+  app = createServer((_req, res) => res.end("in-cluster app\n"));
+  await new Promise<void>((r) => app.listen(0, "127.0.0.1", () => r()));
+  const appPort = (app.address() as { port: number }).port;
+  await kc.makeApiClient(AppsV1Api).createNamespacedDeployment({
+    namespace: "default",
+    body: {
+      metadata: { name: "demo" },
+      spec: {
+        replicas: 1,
+        selector: { matchLabels: { app: "demo" } },
+        template: {
+          metadata: { labels: { app: "demo" } },
+          spec: {
+            containers: [
+              {
+                name: "demo",
+                image: "example.invalid/demo:1",
+                env: [{ name: "GREETING", value: "hello from east" }],
+                ports: [{ containerPort: appPort }],
+              },
+            ],
+          },
+        },
+      },
+    },
+  });
+  await runPods(kc, "default", "app=demo", 1);
+
+  routerPort = (await freePorts(1))[0]!;
+  cp = startControlPlane([
+    "--mode=member",
+    "--cluster-name=east",
+    `--kubeconfig=${east.adminKubeconfigPath}`,
+    `--namespace=${NS}`,
+    "--identity=cp-0",
+    "--grpc-listen=127.0.0.1:0",
+    "--metrics-listen=127.0.0.1:0",
+    "--grpc-plaintext",
+    `--router-service-account=${NS}/switchyard-router`,
+    `--router-token-audience=${AUDIENCE}`,
+    `--router-endpoint=ws://127.0.0.1:${routerPort}`,
+    "--agent-provisioner=process",
+    `--agent-kubeconfig=${east.adminKubeconfigPath}`,
+    "--leader-lease-duration-seconds=3",
+    "--leader-renew-deadline-seconds=2",
+    "--leader-retry-period-seconds=0.5",
+  ]);
+  createInterface({ input: cp.stdout! }).on("line", (line) => {
+    try {
+      cpLogs.push(JSON.parse(line) as Record<string, unknown>);
+    } catch {
+      /* not JSON */
+    }
+  });
+  let stderr = "";
+  cp.stderr!.on("data", (b: Buffer) => (stderr += b.toString()));
+  const started = await until(
+    "the control plane to start",
+    () => {
+      if (cp.exitCode !== null) throw new Error(`control plane exited ${cp.exitCode}: ${stderr}`);
+      return cpLogs.find((l) => l.msg === "control plane started");
+    },
+    60_000,
+  );
+  grpcUrl = started.grpc as string;
+  metricsPort = started.metricsPort as number;
+  router = await RouterProcess.start(null, [
+    `--listen=127.0.0.1:${routerPort}`,
+    `--control-plane=${grpcUrl}`,
+    "--control-plane-plaintext",
+    `--token-file=${join(dir, "router-token")}`,
+  ]);
+});
+
+afterAll(async () => {
+  await router?.stop();
+  if (cp && cp.exitCode === null) {
+    cp.kill("SIGTERM");
+    await new Promise((r) => cp.once("exit", r));
+  }
+  app?.close();
+  await set?.stop();
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+describe("control-plane process (member mode)", () => {
+  it("serves health and metrics", async () => {
+    const health = await fetch(`http://127.0.0.1:${metricsPort}/healthz`);
+    expect(health.status).toBe(200);
+    const metrics = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
+    expect(metrics).toContain("switchyard_route_discovery");
+    expect(metrics).toContain("switchyard_reconcile_duration_seconds");
+  });
+
+  it("advertises itself in SwitchyardOperator status", async () => {
+    const op = await until("operator status", async () => {
+      const o = await switchyardOperatorClient(set.get("east").kubeConfig()).get({ name: "operator" });
+      return o?.status?.supportedFeatures ? o : undefined;
+    });
+    expect(op.spec.clusterName).toBe("east");
+    expect(op.status?.supportedFeatures).toContain("MultiClusterMember");
+    expect(op.status?.supportedFeatures).not.toContain("MultiClusterPrimary");
+    expect(op.status?.routerEndpoint).toBe(`ws://127.0.0.1:${routerPort}`);
+    expect(op.status?.operatorVersion).toMatch(/^\d+\.\d+\.\d+$/);
+  });
+
+  it("serves a single-cluster session end to end: CR → agent → table → router → client", async () => {
+    const kc = set.get("east").kubeConfig();
+    const secret = randomBytes(24).toString("base64url");
+    const sessions = clusterSessionClient(kc);
+    await sessions.create({
+      metadata: { name: "solo-demo", namespace: "default" },
+      spec: {
+        target: "deployment/demo",
+        clientKeyHash: createHash("sha256").update(secret).digest("hex"),
+        ttlSeconds: 60,
+      },
+    } as Parameters<typeof sessions.create>[0]);
+    const ready = await until("the session to become Ready", async () => {
+      const s = await sessions.get({ namespace: "default", name: "solo-demo" });
+      return s?.status?.phase === "Ready" ? s : undefined;
+    });
+    expect(ready.status?.gateway).toBe(`ws://127.0.0.1:${routerPort}/v1/sessions/solo-demo`);
+    expect(await (await fetch(`http://127.0.0.1:${metricsPort}/readyz`)).text()).toContain("ready");
+
+    // The router received the table over RouteDiscovery; a client with the secret gets through.
+    const client = await until("the router to accept the session", async () => {
+      try {
+        return await AgentClient.connect(ready.status!.gateway!, secret);
+      } catch {
+        return undefined;
+      }
+    });
+    const env = await client.env({ names: ["GREETING"] });
+    expect(JSON.stringify(env)).toContain("hello from east");
+    client.session.close();
+    await expect(AgentClient.connect(ready.status!.gateway!, "wrong-secret")).rejects.toThrow(/401/);
+
+    // Deleting the session removes its table from the router.
+    await sessions.delete({ namespace: "default", name: "solo-demo" });
+    await until("the route to leave the router", async () => {
+      try {
+        const c = await AgentClient.connect(ready.status!.gateway!, secret);
+        c.session.close();
+        return undefined;
+      } catch (err) {
+        return /404/.test((err as Error).message) ? true : undefined;
+      }
+    });
+  });
+
+  it("exits 2 and names the flag when a flag is wrong", async () => {
+    const bad = startControlPlane(["--mode=member", "--namespace=switchyard", "--grpc-plaintext"]);
+    let stderr = "";
+    bad.stderr!.on("data", (b: Buffer) => (stderr += b.toString()));
+    const code = await new Promise((r) => bad.once("exit", r));
+    expect(code).toBe(2);
+    expect(stderr).toMatch(/--router-service-account: name at least one router ServiceAccount/);
+  });
+});
