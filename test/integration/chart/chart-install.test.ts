@@ -23,7 +23,7 @@ import {
   type ClusterSet,
   type TestCluster,
 } from "../../env/index.js";
-import { chartDir, Helm, parseManifests, type Manifest } from "./helm-cli.js";
+import { chartDir, Helm, parseManifests, type Manifest } from "../../env/helm.js";
 
 const NS = "switchyard";
 const CP_SA = `system:serviceaccount:${NS}:switchyard-control-plane`;
@@ -330,12 +330,15 @@ describe("Primary install", () => {
       [{ verb: "watch", resource: "configmaps", namespace: NS }, true],
       [{ verb: "create", resource: "secrets", namespace: "team-a" }, true],
       [{ verb: "get", resource: "secrets", namespace: "team-a" }, true],
+      // Mode "both": the member part keeps one agent secret per target in its own namespace.
+      [{ verb: "create", resource: "secrets", namespace: NS }, true],
+      [{ verb: "delete", resource: "secrets", namespace: NS }, true],
       // Nothing more.
       [{ verb: "get", resource: "secrets", namespace: "kube-system" }, false],
       [{ verb: "get", resource: "secrets", namespace: "team-b" }, false],
       [{ verb: "list", resource: "secrets" }, false],
       [{ verb: "list", resource: "secrets", namespace: "team-a" }, false],
-      [{ verb: "delete", resource: "secrets", namespace: NS }, false],
+      [{ verb: "update", resource: "secrets", namespace: NS }, false],
       [{ verb: "update", resource: "configmaps", namespace: NS }, false],
       [{ verb: "get", group: "coordination.k8s.io", resource: "leases", namespace: "kube-system" }, false],
       [{ verb: "create", resource: "pods", namespace: "team-a" }, false],

@@ -18,7 +18,7 @@ import {
   parseCredentialSecret,
 } from "../../../control-plane/src/config/credential-secret.js";
 import { createCertificateAuthority } from "../../env/index.js";
-import { chartDir, find, Helm, type Manifest } from "./helm-cli.js";
+import { chartDir, find, Helm, type Manifest } from "../../env/helm.js";
 
 // Top-level await: the invalid-value table below is built at collection time and needs real PEMs.
 const ca = await createCertificateAuthority("chart-test-ca");
