@@ -150,6 +150,13 @@ export class RoutedSession {
       return this.badClientFrame(frameCheckError(check, data, this.limits.maxPayloadBytes));
     const family = data[0]!;
     const kind = data[1]!;
+    if (family === F.CONTROL && kind === ControlKind.ERROR) {
+      // A router in front of this one (router chains) reports a frame it refused. Answering
+      // with another error would bounce it back; log and count instead.
+      this.metrics.badFrame("client", "SWITCHYARD_PEER_REPORTED_ERROR");
+      this.log.warn({ requestId: data.readUInt32BE(4) }, "the client reported an error frame");
+      return;
+    }
     if (kind & KIND_TOWARD_CLIENT) {
       return this.rejectClient(
         data,
@@ -507,6 +514,30 @@ export class RoutedSession {
       case ControlKind.CLOSE:
         link.fail("upstream closed the session");
         return;
+      case ControlKind.UPSTREAM_STATUS: {
+        // Routers compose: a gateway reports its own upstreams (agents). Relay it under a
+        // composite name, "<cluster>/<agent>", so the client learns which cluster degraded.
+        try {
+          const st = decodePayload(data, UpstreamStatusSchema);
+          this.client.send(
+            encodeFrame({ family: F.CONTROL, kind: ControlKind.UPSTREAM_STATUS }, UpstreamStatusSchema, {
+              ...st,
+              cluster: `${link.cluster}/${st.cluster}`,
+              isDefault: link.isDefault && st.isDefault,
+            }),
+          );
+        } catch {
+          this.badUpstreamFrame(
+            link,
+            "SWITCHYARD_FRAME_BAD_PAYLOAD",
+            "upstream status payload is not an UpstreamStatus",
+            F.CONTROL,
+            kind,
+            0,
+          );
+        }
+        return;
+      }
       default:
         return this.badUpstreamFrame(
           link,
