@@ -1,8 +1,12 @@
 // `npm run bench -- <name> [options]`: runs one benchmark.
 //   router [--quick] [--unmasked] [--profile] [--k6 | --k6-only]   see bench/README.md
+//   sessions [--sessions n] [--memory-sessions n] [--concurrency n] [--push-only]
+//   data-path [--quick]
 import { Command } from "commander";
 import { defaultRouterBench, runRouterBench } from "./router-bench.js";
 import { runK6Fanout } from "./k6-runner.js";
+import { defaultSessionsBench, runSessionsBench } from "./sessions.js";
+import { defaultDataPathBench, runDataPathBench } from "./data-path.js";
 
 const program = new Command("bench");
 program
@@ -30,4 +34,37 @@ program
       if (o.k6) await runK6Fanout();
     },
   );
+program
+  .command("sessions")
+  .description("session start-up on the local stack: create -> Ready, Ready -> routers, push cost, memory")
+  .option("--sessions <n>", "sequential sessions after the first", String(defaultSessionsBench.sessions))
+  .option(
+    "--memory-sessions <n>",
+    "extra sessions for the memory reading (0: skip)",
+    String(defaultSessionsBench.memorySessions),
+  )
+  .option("--concurrency <n>", "creates in flight while filling up", String(defaultSessionsBench.concurrency))
+  .option("--push-only", "only the push-cost comparison (no stack)", false)
+  .action(async (o: { sessions: string; memorySessions: string; concurrency: string; pushOnly: boolean }) => {
+    await runSessionsBench({
+      ...defaultSessionsBench,
+      sessions: Number(o.sessions),
+      memorySessions: Number(o.memorySessions),
+      concurrency: Number(o.concurrency),
+      pushOnly: o.pushOnly,
+    });
+    process.exit(0);
+  });
+program
+  .command("data-path")
+  .description("stolen request round trip vs direct, mirror cost, outgoing bulk via the proxy (local stack)")
+  .option("--quick", "fewer requests (smoke run)", false)
+  .action(async (o: { quick: boolean }) => {
+    await runDataPathBench(
+      o.quick
+        ? { pacedRequests: 200, maxRequests: 1000, concurrency: 16, bulkBytes: 16 * 1024 * 1024, bulkRuns: 1 }
+        : defaultDataPathBench,
+    );
+    process.exit(0);
+  });
 await program.parseAsync();

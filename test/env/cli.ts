@@ -3,12 +3,14 @@
 //         starts the clusters, prints kubeconfig paths, and runs until Ctrl-C or `down`
 //   down  stops the set started by `up`
 //   env   prints shell exports (KUBECONFIG_<NAME>=…) for the running set
+//   stack the embedded environment (Switchyard on local clusters), for `switchyard exec`
 //   build builds every test binary (kube-apiserver, kube-controller-manager, kubectl, etcd, k6, helm)
 import { existsSync, readFileSync, rmSync, writeFileSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { Command } from "commander";
 import { ensureBinaries, binaryPath, type BinaryName } from "./binaries.js";
 import { startClusterSet } from "./cluster-set.js";
+import { startEmbeddedStack } from "./embedded-stack.js";
 import { envRoot, isSameProcessAlive, processStartTime } from "./processes.js";
 
 interface UpState {
@@ -65,6 +67,38 @@ program
     const shutdown = async () => {
       await set.stop();
       rmSync(stateFile(), { force: true });
+      process.exit(0);
+    };
+    process.once("SIGINT", () => void shutdown());
+    process.once("SIGTERM", () => void shutdown());
+    setInterval(() => {}, 1 << 30);
+  });
+
+program
+  .command("stack")
+  .description(
+    "the embedded environment: clusters + the chart + control planes, routers and agents, ready for switchyard exec",
+  )
+  .action(async () => {
+    const started = Date.now();
+    console.log("starting primary (management-only), east (Default) and west with Switchyard installed …");
+    const stack = await startEmbeddedStack({ logDir: join(envRoot(), "embedded-logs") });
+    const routers = stack.primaryRouterUrls.map((u) => `--router ${u}`).join(" ");
+    console.log(`ready in ${((Date.now() - started) / 1000).toFixed(1)} s; logs in ${stack.logDir}\n`);
+    console.log(
+      `Primary:       kubectl --kubeconfig ${stack.primary.adminKubeconfigPath} get switchyardoperators`,
+    );
+    for (const w of Object.values(stack.workloads)) {
+      console.log(`${w.name.padEnd(14)} app ${w.appUrl}   through its agent ${w.trafficUrl}`);
+    }
+    console.log(
+      `\nTry (another terminal):\n  npm run switchyard -- exec --kubeconfig ${stack.developer.kubeconfigPath} -n default ` +
+        `-t deployment/demo --steal --port 8080:9000 ${routers} -- python3 -m http.server 9000\n` +
+        `  curl ${Object.values(stack.workloads)[0]!.trafficUrl}/   # answered by your local process\n` +
+        `\nCtrl-C stops everything.`,
+    );
+    const shutdown = async () => {
+      await stack.stop();
       process.exit(0);
     };
     process.once("SIGINT", () => void shutdown());

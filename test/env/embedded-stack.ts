@@ -24,6 +24,7 @@ import { dirname, join, resolve } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { AppsV1Api, CoreV1Api, RbacAuthorizationV1Api, type KubeConfig } from "@kubernetes/client-node";
+import { switchyardOperatorClient } from "../../control-plane/src/crds/index.js";
 import { startClusterSet, type ClusterSet, type ClusterUser, type TestCluster } from "./cluster-set.js";
 import { chartDir, Helm } from "./helm.js";
 import { writeKubeconfig } from "./kubeconfig.js";
@@ -150,7 +151,18 @@ function demoApp(
       res.end(`hello from the ${cluster} app: ${req.method} ${req.url}${body ? ` ${body}` : ""}\n`);
     });
   });
-  return new Promise((r) => server.listen(APP_PORT, host, () => r(server)));
+  return new Promise((resolvePromise, reject) => {
+    server.once("error", (err: NodeJS.ErrnoException) =>
+      reject(
+        err.code === "EADDRINUSE"
+          ? new Error(
+              `${host}:${APP_PORT} is taken: another embedded stack is running on this machine; stop it first`,
+            )
+          : err,
+      ),
+    );
+    server.listen(APP_PORT, host, () => resolvePromise(server));
+  });
 }
 
 async function installChart(helm: Helm, c: TestCluster, values: object): Promise<void> {
@@ -444,6 +456,13 @@ export async function startEmbeddedStack(options: EmbeddedStackOptions = {}): Pr
     const primaryRouters: Proc[] = [];
     for (const [i, port] of primaryRouterPorts.entries()) {
       primaryRouters.push(await routerFor(primary, `primary-router-${i}`, port, started.grpc as string));
+    }
+    // Ready for users once the Primary advertises its router endpoint (the CLI reads it).
+    const operators = switchyardOperatorClient(primary.kubeConfig());
+    const deadline = Date.now() + 60_000;
+    while (!(await operators.get({ name: "operator" }))?.status?.routerEndpoint) {
+      if (Date.now() > deadline) throw new Error("the Primary did not publish its router endpoint in time");
+      await new Promise((r) => setTimeout(r, 200));
     }
     const developer = await primary.mintUser("developer", ["developers"]);
     return {

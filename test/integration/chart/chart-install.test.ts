@@ -330,6 +330,7 @@ describe("Primary install", () => {
       [{ verb: "watch", resource: "configmaps", namespace: NS }, true],
       [{ verb: "create", resource: "secrets", namespace: "team-a" }, true],
       [{ verb: "get", resource: "secrets", namespace: "team-a" }, true],
+      [{ verb: "delete", resource: "secrets", namespace: "team-a" }, true],
       // Mode "both": the member part keeps one agent secret per target in its own namespace.
       [{ verb: "create", resource: "secrets", namespace: NS }, true],
       [{ verb: "delete", resource: "secrets", namespace: NS }, true],

@@ -1,0 +1,239 @@
+// Data-path benchmark (issue 6) on the whole local stack, with the real CLI (`exec`) as the
+// client process and a tiny local HTTP app as CMD:
+//   1. stolen request round trip: east trafficUrl (agent) -> east gateway router -> Primary
+//      router -> CLI -> local app, versus the same request straight to the local app, paced
+//      at 100 req/s and closed-loop at fixed concurrency (max req/s);
+//   2. mirror mode's cost: max req/s to east trafficUrl with no session vs a mirror session;
+//   3. outgoing bulk upload through the CLI's HTTP CONNECT proxy (leaving from east) vs a
+//      direct connection to the same local sink.
+// Numbers only; nothing here asserts speed.
+import { spawn, type ChildProcess } from "node:child_process";
+import { freePorts } from "../test/env/ports.js";
+import { startEmbeddedStack, type EmbeddedStack } from "../test/env/embedded-stack.js";
+import { cpuDelta, cpuSnapshot } from "./cpu-support.js";
+import { closedLoop, connectVia, directSocket, paced, startSink, upload } from "./load-support.js";
+import { pct, round, summary, writeResult } from "./stats-support.js";
+
+export interface DataPathBenchOptions {
+  /** Requests of the paced (100 req/s) run. */
+  pacedRequests: number;
+  /** Requests and concurrency of the closed-loop (max req/s) runs. */
+  maxRequests: number;
+  concurrency: number;
+  /** Bytes uploaded per bulk run, and runs per side. */
+  bulkBytes: number;
+  bulkRuns: number;
+}
+
+export const defaultDataPathBench: DataPathBenchOptions = {
+  pacedRequests: 1000,
+  maxRequests: 5000,
+  concurrency: 16,
+  bulkBytes: 64 * 1024 * 1024,
+  bulkRuns: 3,
+};
+
+interface Cli {
+  child: ChildProcess;
+  out: string;
+  proxy: { http: string; socks: string };
+}
+
+/** Starts `switchyard exec` with a local app on `localPort`; resolves once traffic is subscribed. */
+async function startCli(
+  stack: EmbeddedStack,
+  mode: "steal" | "mirror",
+  localPort: number,
+  extra: string[] = [],
+): Promise<Cli> {
+  const app =
+    `const s=require("http").createServer((q,r)=>{q.resume();q.on("end",()=>r.end("ok"))});` +
+    `s.keepAliveTimeout=60000;s.listen(${localPort},"127.0.0.1",()=>console.log("local up "+` +
+    `JSON.stringify({http:process.env.HTTP_PROXY||"",socks:process.env.ALL_PROXY||""})))`;
+  const child = spawn(
+    process.execPath,
+    [
+      // SWITCHYARD_BENCH_CLI_PROFILE_DIR=<dir>: V8 CPU profiles of the CLI processes there.
+      ...(process.env.SWITCHYARD_BENCH_CLI_PROFILE_DIR
+        ? ["--cpu-prof", `--cpu-prof-dir=${process.env.SWITCHYARD_BENCH_CLI_PROFILE_DIR}`]
+        : []),
+      "--import",
+      "tsx",
+      "cli/src/main.ts",
+      "exec",
+      "--kubeconfig",
+      stack.developer.kubeconfigPath,
+      "-n",
+      "default",
+      "-t",
+      "deployment/demo",
+      `--${mode}`,
+      "--port",
+      `8080:${localPort}`,
+      ...extra,
+      ...stack.primaryRouterUrls.flatMap((u) => ["--router", u]),
+      "--",
+      process.execPath,
+      "-e",
+      app,
+    ],
+    { cwd: new URL("..", import.meta.url).pathname, stdio: ["ignore", "pipe", "pipe"] },
+  );
+  const cli: Cli = { child, out: "", proxy: { http: "", socks: "" } };
+  child.stdout!.on("data", (b: Buffer) => (cli.out += b.toString()));
+  child.stderr!.on("data", (b: Buffer) => (cli.out += b.toString()));
+  const deadline = Date.now() + 90_000;
+  for (;;) {
+    const m = /local up (\{.*\})/.exec(cli.out);
+    if (m && /(stealing|mirroring) port 8080/.test(cli.out)) {
+      cli.proxy = JSON.parse(m[1]!) as Cli["proxy"];
+      return cli;
+    }
+    if (child.exitCode !== null || Date.now() > deadline)
+      throw new Error(`switchyard exec did not come up (exit ${child.exitCode}):\n${cli.out}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+async function stopCli(cli: Cli): Promise<void> {
+  if (cli.child.exitCode !== null) return;
+  const exited = new Promise((r) => cli.child.once("exit", r));
+  cli.child.kill("SIGINT");
+  await exited;
+}
+
+async function part(stack: EmbeddedStack, o: DataPathBenchOptions) {
+  const east = stack.workloads.east!;
+  const [localPort] = await freePorts(1);
+  const result: Record<string, unknown> = {};
+
+  // 1. Steal.
+  let cli = await startCli(stack, "steal", localPort!);
+  try {
+    const via = `${east.trafficUrl}/s`;
+    const direct = `http://127.0.0.1:${localPort}/s`;
+    // Warm both paths (connections, JIT) before measuring.
+    await closedLoop(via, 4, 300);
+    await closedLoop(direct, 4, 300);
+    const pacedVia = await paced(via, 100, o.pacedRequests);
+    const pacedDirect = await paced(direct, 100, o.pacedRequests);
+    let cpu0 = cpuSnapshot();
+    const maxVia = await closedLoop(via, o.concurrency, o.maxRequests);
+    const stealCpu = cpuDelta(cpu0, cpuSnapshot());
+    const maxDirect = await closedLoop(direct, o.concurrency, o.maxRequests);
+    result.steal = {
+      at100rps: {
+        viaSession: summary(pacedVia),
+        direct: summary(pacedDirect),
+        addedP50Ms: round(pct(pacedVia, 50) - pct(pacedDirect, 50)),
+      },
+      max: {
+        concurrency: o.concurrency,
+        viaSession: { ...summary(maxVia.latencies), reqPerSec: round(maxVia.reqPerSec, 0) },
+        direct: { ...summary(maxDirect.latencies), reqPerSec: round(maxDirect.reqPerSec, 0) },
+        addedP50Ms: round(pct(maxVia.latencies, 50) - pct(maxDirect.latencies, 50)),
+        cpuSecondsViaSession: stealCpu,
+      },
+    };
+    console.log("steal:", JSON.stringify(result.steal, null, 2));
+
+    // 3. Outgoing bulk through the CLI's proxy (out of the Default cluster, east) vs direct.
+    const sink = await startSink("127.0.0.1", o.bulkBytes);
+    const viaProxy: number[] = [];
+    const directBulk: number[] = [];
+    cpu0 = cpuSnapshot();
+    for (let i = 0; i < o.bulkRuns; i++)
+      viaProxy.push(await upload(await connectVia(cli.proxy.http, "127.0.0.1", sink.port), o.bulkBytes));
+    const bulkCpu = cpuDelta(cpu0, cpuSnapshot());
+    for (let i = 0; i < o.bulkRuns; i++)
+      directBulk.push(await upload(await directSocket("127.0.0.1", sink.port), o.bulkBytes));
+    sink.server.close();
+    const med = (xs: number[]) => pct(xs, 50);
+    result.outgoingBulk = {
+      bytesPerRun: o.bulkBytes,
+      runs: o.bulkRuns,
+      viaProxyMiBps: viaProxy.map((x) => round(x, 1)),
+      directMiBps: directBulk.map((x) => round(x, 1)),
+      ratioMedian: round(med(viaProxy) / med(directBulk)),
+      cpuSecondsViaProxy: bulkCpu,
+    };
+    console.log("outgoing bulk:", result.outgoingBulk);
+  } finally {
+    await stopCli(cli);
+  }
+
+  // 2a. Mirror baselines without a session: the app itself (no agent in the path; process
+  // agents only exist once a session started one) and, if the agent outlives the session,
+  // the agent's traffic port.
+  await closedLoop(`${east.appUrl}/warm`, o.concurrency, 500);
+  const appOnly = await closedLoop(`${east.appUrl}/m`, o.concurrency, o.maxRequests);
+  let agentNoSession: Awaited<ReturnType<typeof closedLoop>> | undefined;
+  try {
+    await closedLoop(`${east.trafficUrl}/warm`, o.concurrency, 500);
+    agentNoSession = await closedLoop(`${east.trafficUrl}/m`, o.concurrency, o.maxRequests);
+  } catch (err) {
+    console.log(`agent traffic port without a session: ${(err as Error).message}`);
+  }
+
+  // 2a'. Agent in the path with a session attached that takes nothing: a filtered steal
+  // whose filter never matches, so every request passes through the agent to the app.
+  cli = await startCli(stack, "steal", localPort!, ["--http-header", "X-Switchyard-Bench-Never: ^never$"]);
+  let agentPassThrough: Awaited<ReturnType<typeof closedLoop>>;
+  try {
+    await closedLoop(`${east.trafficUrl}/warm`, o.concurrency, 500);
+    agentPassThrough = await closedLoop(`${east.trafficUrl}/m`, o.concurrency, o.maxRequests);
+  } finally {
+    await stopCli(cli);
+  }
+
+  // 2b. Mirror session attached.
+  cli = await startCli(stack, "mirror", localPort!);
+  try {
+    await closedLoop(`${east.trafficUrl}/warm`, o.concurrency, 500);
+    const cpuM = cpuSnapshot();
+    const withMirror = await closedLoop(`${east.trafficUrl}/m`, o.concurrency, o.maxRequests);
+    const mirrorCpu = cpuDelta(cpuM, cpuSnapshot());
+    result.mirror = {
+      concurrency: o.concurrency,
+      appNoSession: { ...summary(appOnly.latencies), reqPerSec: round(appOnly.reqPerSec, 0) },
+      ...(agentNoSession
+        ? {
+            agentNoSession: {
+              ...summary(agentNoSession.latencies),
+              reqPerSec: round(agentNoSession.reqPerSec, 0),
+            },
+            dropVsAgentNoSessionPct: round((1 - withMirror.reqPerSec / agentNoSession.reqPerSec) * 100, 1),
+          }
+        : {}),
+      withMirror: { ...summary(withMirror.latencies), reqPerSec: round(withMirror.reqPerSec, 0) },
+      agentPassThrough: {
+        ...summary(agentPassThrough.latencies),
+        reqPerSec: round(agentPassThrough.reqPerSec, 0),
+      },
+      dropVsAppPct: round((1 - withMirror.reqPerSec / appOnly.reqPerSec) * 100, 1),
+      dropVsAgentPassThroughPct: round((1 - withMirror.reqPerSec / agentPassThrough.reqPerSec) * 100, 1),
+      cpuSecondsWithMirror: mirrorCpu,
+    };
+    console.log("mirror:", result.mirror);
+  } finally {
+    await stopCli(cli);
+  }
+  return result;
+}
+
+export async function runDataPathBench(o: DataPathBenchOptions = defaultDataPathBench): Promise<void> {
+  const result: Record<string, unknown> = {
+    when: new Date().toISOString(),
+    node: process.version,
+    options: o,
+  };
+  const t0 = performance.now();
+  const stack = await startEmbeddedStack();
+  console.log(`stack up in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+  try {
+    Object.assign(result, await part(stack, o));
+  } finally {
+    await stack.stop();
+  }
+  console.log(`written ${writeResult("data-path", result)}`);
+}
