@@ -3,7 +3,7 @@
 // and when its owner is SIGKILLed (then the next sweep, as the global teardown runs it,
 // cleans up).
 import { spawn } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
@@ -36,11 +36,60 @@ function run(
   });
 }
 
+/** Command lines of the processes listening on 127.0.0.1:port (from /proc). */
+function listenerCommands(port: number): string[] {
+  const hex = port.toString(16).toUpperCase().padStart(4, "0");
+  const inodes = new Set<string>();
+  for (const table of ["/proc/net/tcp", "/proc/net/tcp6"]) {
+    let text: string;
+    try {
+      text = readFileSync(table, "utf8");
+    } catch {
+      continue;
+    }
+    for (const line of text.split("\n").slice(1)) {
+      const f = line.trim().split(/\s+/);
+      if (f[1]?.endsWith(`:${hex}`) && f[3] === "0A") inodes.add(f[9]!);
+    }
+  }
+  const out: string[] = [];
+  for (const pid of readdirSync("/proc").filter((d) => /^\d+$/.test(d))) {
+    try {
+      const fds = readdirSync(`/proc/${pid}/fd`);
+      if (
+        fds.some((fd) => inodes.has(/socket:\[(\d+)\]/.exec(safeLink(`/proc/${pid}/fd/${fd}`))?.[1] ?? ""))
+      ) {
+        out.push(readFileSync(`/proc/${pid}/cmdline`, "utf8").replace(/\0/g, " ").trim());
+      }
+    } catch {
+      /* gone or not ours to read */
+    }
+  }
+  return out;
+}
+
+function safeLink(path: string): string {
+  try {
+    return readlinkSync(path);
+  } catch {
+    return "";
+  }
+}
+
 async function expectNothingLeft(r: FixtureReport): Promise<void> {
   expect(r.processes.length).toBeGreaterThanOrEqual(2); // etcd + kube-apiserver at least
   for (const p of r.processes)
     expect(isSameProcessAlive(p.pid, p.start), `${p.name} (${p.pid}) still alive`).toBe(false);
-  for (const port of r.ports) expect(await isPortListening(port), `port ${port} still bound`).toBe(false);
+  // A freed ephemeral port may be taken at once by another test running in parallel; what
+  // must not hold it is one of our servers.
+  for (const port of r.ports) {
+    if (!(await isPortListening(port))) continue;
+    const holders = listenerCommands(port);
+    expect(
+      holders.filter((c) => /kube-apiserver|etcd|kube-controller-manager/.test(c)),
+      `port ${port} held by ${holders.join("; ")}`,
+    ).toEqual([]);
+  }
   expect(existsSync(r.dir), `${r.dir} still exists`).toBe(false);
 }
 
