@@ -299,12 +299,15 @@ describe("switchyard exec across clusters", () => {
       async () => ((await parents.get({ namespace: "default", name })) ? undefined : true),
       120_000,
     );
+    // The children go once their members have cleaned up (a member finalizer holds each).
     for (const w of Object.values(stack.workloads)) {
-      const child = await clusterSessionClient(w.cluster.kubeConfig()).get({
-        namespace: "default",
-        name: `${name}-${w.name}`,
-      });
-      expect(child, `child in ${w.name}`).toBeUndefined();
+      const children = clusterSessionClient(w.cluster.kubeConfig());
+      await until(
+        `the child in ${w.name} to be deleted`,
+        async () =>
+          (await children.get({ namespace: "default", name: `${name}-${w.name}` })) ? undefined : true,
+        60_000,
+      );
     }
     // With no session left on the target, each member releases its process agent.
     for (const w of Object.values(stack.workloads)) {
