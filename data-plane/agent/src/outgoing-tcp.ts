@@ -6,13 +6,9 @@
 // A CLOSE with an error text aborts the connection.
 import { connect, isIPv4, isIPv6, type Socket } from "node:net";
 import { encodeFrame } from "../../../proto/frame-codec.js";
-import {
-  ConnectResultSchema,
-  FrameFamily,
-  OutgoingKind,
-  StreamCloseSchema,
-} from "../../../proto/gen/session_pb.js";
+import { FrameFamily, OutgoingKind, StreamCloseSchema } from "../../../proto/gen/session_pb.js";
 import type { AgentCounters } from "./agent-metrics.js";
+import { connectResultFrame, type ConnectResultInit } from "./connect-result.js";
 import type { SessionFlow } from "./session-flow.js";
 import { decodeStreamData, encodeStreamData } from "./stream-data-frame.js";
 
@@ -62,18 +58,8 @@ export class OutgoingTcp {
     return this.streams.size;
   }
 
-  private result(
-    requestId: number,
-    id: number,
-    init: { localAddress?: string; localPort?: number; error?: string },
-  ): void {
-    this.flow.send(
-      encodeFrame(
-        { family: F, kind: OutgoingKind.CONNECT_RESULT, requestId, connectionId: id },
-        ConnectResultSchema,
-        init,
-      ),
-    );
+  private result(requestId: number, id: number, init: ConnectResultInit): void {
+    this.flow.send(connectResultFrame(F, requestId, id, init));
   }
 
   private sendClose(id: number, s: TcpStream, error = ""): void {

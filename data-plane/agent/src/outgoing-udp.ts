@@ -8,13 +8,13 @@ import { createSocket, type Socket } from "node:dgram";
 import { isIPv6 } from "node:net";
 import { decodePayload, encodeFrame } from "../../../proto/frame-codec.js";
 import {
-  ConnectResultSchema,
   FrameFamily,
   OutgoingKind,
   StreamCloseSchema,
   UdpDatagramSchema,
 } from "../../../proto/gen/session_pb.js";
 import type { AgentCounters } from "./agent-metrics.js";
+import { connectResultFrame, type ConnectResultInit } from "./connect-result.js";
 import type { OutgoingOptions } from "./outgoing-tcp.js";
 import type { SessionFlow } from "./session-flow.js";
 
@@ -45,18 +45,8 @@ export class OutgoingUdp {
     return this.streams.size;
   }
 
-  private result(
-    requestId: number,
-    id: number,
-    init: { localAddress?: string; localPort?: number; error?: string },
-  ): void {
-    this.flow.send(
-      encodeFrame(
-        { family: F, kind: OutgoingKind.CONNECT_RESULT, requestId, connectionId: id },
-        ConnectResultSchema,
-        init,
-      ),
-    );
+  private result(requestId: number, id: number, init: ConnectResultInit): void {
+    this.flow.send(connectResultFrame(F, requestId, id, init));
   }
 
   bind(requestId: number, id: number, host: string, port: number): void {
