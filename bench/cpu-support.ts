@@ -4,7 +4,7 @@ import { readFileSync, readdirSync } from "node:fs";
 
 const TICKS_PER_SECOND = 100;
 
-function descendants(root: number): number[] {
+export function descendants(root: number): number[] {
   const children = new Map<number, number[]>();
   for (const d of readdirSync("/proc")) {
     if (!/^\d+$/.test(d)) continue;

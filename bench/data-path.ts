@@ -10,6 +10,9 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { freePorts } from "../test/env/ports.js";
 import { startEmbeddedStack, type EmbeddedStack } from "../test/env/embedded-stack.js";
+import { readdirSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { applyPinning, planPinning, type Pinning } from "./cpu-pinning.js";
 import { cpuDelta, cpuSnapshot } from "./cpu-support.js";
 import { closedLoop, connectVia, directSocket, paced, startSink, upload } from "./load-support.js";
 import { pct, round, summary, writeResult } from "./stats-support.js";
@@ -23,6 +26,12 @@ export interface DataPathBenchOptions {
   /** Bytes uploaded per bulk run, and runs per side. */
   bulkBytes: number;
   bulkRuns: number;
+  /**
+   * Mirror part: give the in-cluster side (load generator, demo app, east's agent) its own
+   * CPUs and everything else (routers, CLI, control planes, API servers) the rest, so the
+   * drop measured is the cost to the workload's node, not to one shared machine.
+   */
+  pin?: boolean;
 }
 
 export const defaultDataPathBench: DataPathBenchOptions = {
@@ -162,6 +171,18 @@ async function part(stack: EmbeddedStack, o: DataPathBenchOptions) {
     await stopCli(cli);
   }
 
+  // 2. Mirror. With --pin, the in-cluster side gets its own CPUs (re-applied whenever a new
+  // CLI or agent process appears).
+  let pinning: Pinning | undefined;
+  if (o.pin) {
+    const plan = planPinning();
+    if ("unavailable" in plan) console.log(`not pinning: ${plan.unavailable}`);
+    else pinning = plan;
+  }
+  const repin = () => pinning && applyPinning(pinning, eastAgentPids(stack));
+  repin();
+  if (pinning) result.mirrorPinning = pinning;
+
   // 2a. Mirror baselines without a session: the app itself (no agent in the path; process
   // agents only exist once a session started one) and, if the agent outlives the session,
   // the agent's traffic port.
@@ -180,6 +201,7 @@ async function part(stack: EmbeddedStack, o: DataPathBenchOptions) {
   cli = await startCli(stack, "steal", localPort!, ["--http-header", "X-Switchyard-Bench-Never: ^never$"]);
   let agentPassThrough: Awaited<ReturnType<typeof closedLoop>>;
   try {
+    repin();
     await closedLoop(`${east.trafficUrl}/warm`, o.concurrency, 500);
     agentPassThrough = await closedLoop(`${east.trafficUrl}/m`, o.concurrency, o.maxRequests);
   } finally {
@@ -189,6 +211,7 @@ async function part(stack: EmbeddedStack, o: DataPathBenchOptions) {
   // 2b. Mirror session attached.
   cli = await startCli(stack, "mirror", localPort!);
   try {
+    repin();
     await closedLoop(`${east.trafficUrl}/warm`, o.concurrency, 500);
     const cpuM = cpuSnapshot();
     const withMirror = await closedLoop(`${east.trafficUrl}/m`, o.concurrency, o.maxRequests);
@@ -219,6 +242,18 @@ async function part(stack: EmbeddedStack, o: DataPathBenchOptions) {
     await stopCli(cli);
   }
   return result;
+}
+
+/** Process agents serving east now (from the member's records). */
+function eastAgentPids(stack: EmbeddedStack): number[] {
+  const dir = join(stack.agentsDir, "east");
+  try {
+    return readdirSync(dir)
+      .filter((f) => f.endsWith(".json"))
+      .map((f) => (JSON.parse(readFileSync(join(dir, f), "utf8")) as { pid: number }).pid);
+  } catch {
+    return [];
+  }
 }
 
 export async function runDataPathBench(o: DataPathBenchOptions = defaultDataPathBench): Promise<void> {

@@ -1,7 +1,7 @@
 // `npm run bench -- <name> [options]`: runs one benchmark.
 //   router [--quick] [--unmasked] [--profile] [--k6 | --k6-only]   see bench/README.md
 //   sessions [--sessions n] [--memory-sessions n] [--concurrency n] [--push-only]
-//   data-path [--quick]
+//   data-path [--quick] [--pin]
 import { Command } from "commander";
 import { defaultRouterBench, runRouterBench } from "./router-bench.js";
 import { runK6Fanout } from "./k6-runner.js";
@@ -59,12 +59,14 @@ program
   .command("data-path")
   .description("stolen request round trip vs direct, mirror cost, outgoing bulk via the proxy (local stack)")
   .option("--quick", "fewer requests (smoke run)", false)
-  .action(async (o: { quick: boolean }) => {
-    await runDataPathBench(
-      o.quick
+  .option("--pin", "mirror part: in-cluster side (load, app, east's agent) on its own CPUs", false)
+  .action(async (o: { quick: boolean; pin: boolean }) => {
+    await runDataPathBench({
+      ...(o.quick
         ? { pacedRequests: 200, maxRequests: 1000, concurrency: 16, bulkBytes: 16 * 1024 * 1024, bulkRuns: 1 }
-        : defaultDataPathBench,
-    );
+        : defaultDataPathBench),
+      pin: o.pin,
+    });
     process.exit(0);
   });
 await program.parseAsync();

@@ -30,6 +30,7 @@ import { chartDir, Helm } from "./helm.js";
 import { writeKubeconfig } from "./kubeconfig.js";
 import { runPods } from "./kubelet.js";
 import { freePorts } from "./ports.js";
+import { killReferencing } from "./processes.js";
 
 const repo = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 export const STACK_NAMESPACE = "switchyard";
@@ -75,6 +76,8 @@ export interface EmbeddedStack {
   /** A developer allowed to open sessions in namespace "default" on the Primary. */
   developer: ClusterUser;
   logDir: string;
+  /** Process agents' records and logs, one folder per workload cluster (under logDir when one was given). */
+  agentsDir: string;
   /** Kills one Primary router (by index) — to exercise client reconnects. */
   killPrimaryRouter(index: number): Promise<void>;
   stop(): Promise<void>;
@@ -285,14 +288,15 @@ export async function startEmbeddedStack(options: EmbeddedStackOptions = {}): Pr
   mkdirSync(logDir, { recursive: true });
   const set = await startClusterSet({ clusters: ["primary", ...workloadNames] });
   // Process agents outlive a control-plane restart by design; the stack owns them and kills
-  // what their records name when it stops.
-  const agentDir = join(set.dir, "agents");
+  // what their records name when it stops. With a caller's logDir their logs stay there too.
+  const agentDir = join(ownLogDir ? set.dir : logDir, "agents");
   const procs: Proc[] = [];
   const apps: Server[] = [];
   const helm = await Helm.create();
   const stop = async () => {
     await Promise.all(procs.map(stopProcess));
     killRecordedAgents(agentDir);
+    await killReferencing(set.dir); // agents whose records were lost in a race with their member
     await Promise.all(apps.map((a) => new Promise((r) => (a.closeAllConnections(), a.close(r)))));
     helm.close();
     await set.stop();
@@ -472,6 +476,7 @@ export async function startEmbeddedStack(options: EmbeddedStackOptions = {}): Pr
       workloads,
       developer,
       logDir,
+      agentsDir: agentDir,
       killPrimaryRouter: async (index) => {
         const p = primaryRouters[index];
         if (!p) throw new Error(`no primary router ${index}`);

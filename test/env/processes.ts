@@ -185,6 +185,54 @@ export class ProcessGroupDir {
 }
 
 /** Kills every recorded process of a set directory, waits until they are gone, and removes it. */
+/**
+ * Kills processes whose command line names a path under `dir` — what components of a set
+ * started on their own (process agents are spawned detached by control planes, so no
+ * record of ours names them). Linux only (/proc); elsewhere a no-op.
+ */
+export async function killReferencing(dir: string): Promise<number> {
+  return killWhere((args) => args.some((arg) => arg.includes(`${dir}/`)));
+}
+
+/** Kills processes naming a set directory under `root` that no longer exists (its set was stopped). */
+function killReferencingRemovedSets(root: string): Promise<number> {
+  const setPath = new RegExp(`${root.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}/(set-[^/]+)/`);
+  return killWhere((args) =>
+    args.some((arg) => {
+      const m = setPath.exec(arg);
+      return m !== null && !existsSync(join(root, m[1]!));
+    }),
+  );
+}
+
+async function killWhere(match: (args: string[]) => boolean): Promise<number> {
+  if (!existsSync("/proc/self/cmdline")) return 0;
+  const victims: Recorded[] = [];
+  for (const entry of readdirSync("/proc")) {
+    const pid = Number(entry);
+    if (!Number.isInteger(pid) || pid === process.pid) continue;
+    let cmdline: string;
+    try {
+      cmdline = readFileSync(`/proc/${pid}/cmdline`, "utf8");
+    } catch {
+      continue;
+    }
+    if (!match(cmdline.split("\0"))) continue;
+    const start = processStartTime(pid);
+    try {
+      process.kill(pid, "SIGKILL");
+      if (start) victims.push({ pid, start, name: "referencing" });
+    } catch {
+      /* gone meanwhile */
+    }
+  }
+  const deadline = Date.now() + 10_000;
+  while (victims.some((p) => isSameProcessAlive(p.pid, p.start)) && Date.now() < deadline) {
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return victims.length;
+}
+
 export async function killRecorded(dir: string): Promise<number> {
   let killed = 0;
   const victims: Recorded[] = [];
@@ -210,6 +258,7 @@ export async function killRecorded(dir: string): Promise<number> {
   while (victims.some((p) => isSameProcessAlive(p.pid, p.start)) && Date.now() < deadline) {
     await new Promise((r) => setTimeout(r, 50));
   }
+  killed += await killReferencing(dir);
   rmSync(dir, { recursive: true, force: true });
   return killed;
 }
@@ -242,5 +291,6 @@ export async function sweepOrphans(opts: { mine?: boolean } = {}): Promise<numbe
         (owner.parentPid === me.pid && owner.parentStart === me.start));
     if (ownerGone || mine) killed += await killRecorded(dir);
   }
+  killed += await killReferencingRemovedSets(root);
   return killed;
 }

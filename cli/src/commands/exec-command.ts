@@ -122,14 +122,18 @@ async function runWithSession(
   keep: (p: LocalProxy | undefined, d: TrafficDelivery) => void,
 ): Promise<number> {
   const client = session.client;
-  client.on("upstream", (u) =>
-    u.up
-      ? log(`cluster ${u.cluster}${u.isDefault ? " (default)" : ""} is connected`)
-      : warn(
-          `cluster ${u.cluster}${u.isDefault ? " (default)" : ""} is unreachable: ${u.error || "connection lost"}` +
-            `${u.connectionsClosed ? ` (${u.connectionsClosed} connections closed)` : ""}; its traffic stops until it returns`,
-        ),
-  );
+  // Say when a cluster comes or goes, not every retry of an upstream that stays down.
+  const lastUp = new Map<string, boolean>();
+  client.on("upstream", (u) => {
+    if (lastUp.get(u.cluster) === u.up && !u.connectionsClosed) return;
+    lastUp.set(u.cluster, u.up);
+    if (u.up) log(`cluster ${u.cluster}${u.isDefault ? " (default)" : ""} is connected`);
+    else
+      warn(
+        `cluster ${u.cluster}${u.isDefault ? " (default)" : ""} is unreachable: ${u.error || "connection lost"}` +
+          `${u.connectionsClosed ? ` (${u.connectionsClosed} connections closed)` : ""}; its traffic stops until it returns`,
+      );
+  });
   client.on("reconnecting", (r) =>
     warn(
       `router connection lost (${r.error}); reconnecting in ${Math.round(r.delayMs / 1000)} s (attempt ${r.attempt})`,

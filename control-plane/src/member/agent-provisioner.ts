@@ -40,6 +40,13 @@ export interface AgentProvisioner {
     target: { namespace: string; id: string; kind: string; name: string },
     signal: AbortSignal,
   ): Promise<void>;
+  /**
+   * Optional: report agents that stopped serving on their own (crashed, killed) by
+   * calling `onGone(targetId)`, until `signal` aborts, so the sessions on that target are
+   * reconciled at once (and the agent replaced) instead of at the next resync. Provisioners
+   * whose agents something else restarts (a kubelet, for sidecars) need not implement it.
+   */
+  watch?(onGone: (targetId: string) => void, signal: AbortSignal): void;
 }
 
 /** An RFC 1123 label for a pod: its name when it fits, else a stable hash-based id. */

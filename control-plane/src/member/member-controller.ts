@@ -25,7 +25,7 @@ import type { AgentProvisioner } from "./agent-provisioner.js";
 import { ClusterSessionReconciler } from "./cluster-session-reconciler.js";
 import { selectorMatches } from "./label-selector.js";
 import { MemberOptionError } from "./member-errors.js";
-import type { TargetSource } from "./target-resolver.js";
+import { targetId, type TargetSource } from "./target-resolver.js";
 
 export interface MemberControllerOptions {
   kubeConfig: KubeConfig;
@@ -140,6 +140,10 @@ export class MemberController {
       timer.unref?.();
       signal.addEventListener("abort", () => clearTimeout(timer), { once: true });
     }
+    // An agent that dies on its own is replaced now, not at the next resync.
+    this.#o.provisioner.watch?.((id) => {
+      for (const key of this.#sessionsForTarget(id)) this.controller.enqueue(key);
+    }, signal);
     await this.controller.start(signal);
   }
 
@@ -208,6 +212,16 @@ export class MemberController {
         match = !w || selectorMatches(w.spec?.selector, pod.metadata?.labels);
       }
       if (match) out.push({ namespace: ns, name: s.metadata!.name! });
+    }
+    return out;
+  }
+
+  #sessionsForTarget(id: string): ObjectKey[] {
+    const out: ObjectKey[] = [];
+    for (const s of this.sessions.list()) {
+      const ns = s.metadata?.namespace;
+      const t = safeTarget(s.spec.target);
+      if (ns && t && targetId(ns, t) === id) out.push({ namespace: ns, name: s.metadata!.name! });
     }
     return out;
   }

@@ -63,6 +63,8 @@ export interface ProcessAgentProvisionerOptions {
   stateDir?: string;
   /** How long an agent may take to answer /healthz, ms (default 20 000). */
   startTimeoutMs?: number;
+  /** How often `watch` checks that recorded agents are still running, ms (default 2000). */
+  livenessIntervalMs?: number;
   /** Environment of agent processes (default: this process's). */
   env?: NodeJS.ProcessEnv;
   logger?: Logger;
@@ -83,6 +85,9 @@ export class ProcessAgentProvisioner implements AgentProvisioner {
     ProcessAgentProvisionerOptions;
   readonly #command: AgentCommand;
   readonly #logger: Logger | undefined;
+  readonly #goneListeners = new Set<(targetId: string) => void>();
+  /** Pids not to report: already reported, or being stopped on purpose (kept until their record goes). */
+  readonly #reported = new Set<number>();
 
   constructor(options: ProcessAgentProvisionerOptions) {
     if (!options.kubeconfigPath)
@@ -90,6 +95,12 @@ export class ProcessAgentProvisioner implements AgentProvisioner {
     const startTimeoutMs = options.startTimeoutMs ?? 20_000;
     if (!(startTimeoutMs > 0)) {
       throw new MemberOptionError("startTimeoutMs", `must be a positive number of ms, got ${startTimeoutMs}`);
+    }
+    if (options.livenessIntervalMs !== undefined && !(options.livenessIntervalMs > 0)) {
+      throw new MemberOptionError(
+        "livenessIntervalMs",
+        `must be a positive number of ms, got ${options.livenessIntervalMs}`,
+      );
     }
     this.#o = {
       ...options,
@@ -135,6 +146,40 @@ export class ProcessAgentProvisioner implements AgentProvisioner {
     if (record) await this.#stop(record);
   }
 
+  /**
+   * Reports agents that died on their own: at once for agents this process started (their
+   * exit event), and within `livenessIntervalMs` for adopted ones (a pid check of every
+   * record). An agent this provisioner stops itself is not reported.
+   */
+  watch(onGone: (targetId: string) => void, signal: AbortSignal): void {
+    if (signal.aborted) return;
+    this.#goneListeners.add(onGone);
+    const timer = setInterval(() => {
+      for (const r of this.records()) if (!isAlive(r.pid)) this.#reportGone(r);
+    }, this.#o.livenessIntervalMs ?? 2000);
+    timer.unref?.();
+    signal.addEventListener(
+      "abort",
+      () => {
+        clearInterval(timer);
+        this.#goneListeners.delete(onGone);
+      },
+      { once: true },
+    );
+  }
+
+  #reportGone(record: AgentRecord): void {
+    // Only the agent still on record counts: a replaced or released one was stopped on purpose.
+    const current = this.#load(record.targetId);
+    if (!current || current.pid !== record.pid || this.#reported.has(record.pid)) return;
+    this.#reported.add(record.pid);
+    this.#logger?.warn(
+      { target: record.targetId, pid: record.pid, pod: record.podName },
+      "a process agent stopped on its own; its sessions will get a new one",
+    );
+    for (const l of this.#goneListeners) l(record.targetId);
+  }
+
   /** Stops every agent recorded in the state directory (embedded shutdown, tests). */
   async stopAll(): Promise<void> {
     for (const f of readdirSync(this.#o.stateDir).filter((n) => n.endsWith(".json"))) {
@@ -174,7 +219,7 @@ export class ProcessAgentProvisioner implements AgentProvisioner {
       ...(this.#o.extraArgs ?? []),
     ];
     const base = this.#file(resolved.id);
-    const log = openSync(`${base}.log`, "w", 0o600);
+    const log = openSync(`${base}.log`, "a", 0o600); // appended: a replaced agent's last words stay
     let child;
     try {
       child = spawn(this.#command.command, args, {
@@ -191,9 +236,14 @@ export class ProcessAgentProvisioner implements AgentProvisioner {
       throw new AgentLaunchError(`could not start agent "${this.#command.command}": check agentCommand`);
     }
     let exited: number | null | undefined;
-    child.once("exit", (code) => (exited = code ?? -1));
-    child.unref();
     const record: AgentRecord = { targetId: resolved.id, pid, port, host: this.#o.host, podName, secretHash };
+    let serving = false;
+    child.once("exit", (code) => {
+      exited = code ?? -1;
+      // A launch failure is the reconcile's error (with backoff); only a serving agent's death is news.
+      if (serving) this.#reportGone(record);
+    });
+    child.unref();
     writeFileSync(`${base}.json`, JSON.stringify(record), { mode: 0o600 });
     const deadline = Date.now() + this.#o.startTimeoutMs;
     while (!(await healthy(record))) {
@@ -208,11 +258,13 @@ export class ProcessAgentProvisioner implements AgentProvisioner {
       }
       await new Promise((r) => setTimeout(r, 50));
     }
+    serving = true;
     this.#logger?.info({ target: resolved.id, pod: podName, pid, port }, "started a process agent");
     return record;
   }
 
   async #stop(record: AgentRecord): Promise<void> {
+    this.#reported.add(record.pid); // stopped on purpose: never reported as gone
     if (isAlive(record.pid)) {
       try {
         process.kill(record.pid, "SIGTERM");
@@ -230,7 +282,9 @@ export class ProcessAgentProvisioner implements AgentProvisioner {
       }
       this.#logger?.info({ target: record.targetId, pid: record.pid }, "stopped a process agent");
     }
-    rmSync(`${this.#file(record.targetId)}.json`, { force: true });
+    const file = `${this.#file(record.targetId)}.json`;
+    if (this.#read(file)?.pid === record.pid) rmSync(file, { force: true });
+    this.#reported.delete(record.pid);
   }
 
   #file(targetId: string): string {

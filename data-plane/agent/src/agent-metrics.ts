@@ -38,7 +38,7 @@ export type DataFamily = keyof AgentCounters["bytesToClient"];
 /** Values read at scrape time from the live agent. */
 export interface AgentGauges {
   sessions(): number;
-  subscriptions(): { mirror: number; steal: number; filtered_steal: number };
+  subscriptions(): { mirror: number; steal: number; filtered_steal: number; held: number };
   connections(): {
     incoming_steal: number;
     incoming_mirror: number;
@@ -53,6 +53,8 @@ export interface AgentGauges {
     requestsStolen: number;
     requestsFailed: number;
     mirrorDroppedBytes: number;
+    /** Connections and requests that waited for a held steal. */
+    held: number;
   };
 }
 
@@ -73,7 +75,7 @@ export class AgentMetrics {
     });
     new Gauge({
       name: "switchyard_agent_subscriptions",
-      help: "Active port subscriptions, by mode (mirror, steal, filtered_steal).",
+      help: "Port subscriptions, by mode (mirror, steal, filtered_steal; held: any mode, waiting for its lost session to return).",
       labelNames: ["mode"],
       registers: reg,
       collect() {
@@ -121,6 +123,15 @@ export class AgentMetrics {
         this.inc({ route: "stolen" }, p.requestsStolen);
         this.inc({ route: "app" }, p.requestsApp);
         this.inc({ route: "failed" }, p.requestsFailed);
+      },
+    });
+    new Counter({
+      name: "switchyard_agent_held_traffic_total",
+      help: "Incoming connections and requests that waited for a held steal (its session was reconnecting).",
+      registers: reg,
+      collect() {
+        this.reset();
+        this.inc(gauges.proxy().held);
       },
     });
     new Counter({

@@ -496,7 +496,7 @@ describe("session lifetime", () => {
 
   it("a lost WebSocket drops its session, stolen connections and outgoing sockets", async () => {
     const app = await startApp();
-    const { agent, traffic } = await startAgent(app.port);
+    const { agent, traffic } = await startAgent(app.port, { resumeGraceMs: 0 });
     const c = await connectClient(agent);
     await c.subscribe(1, app.port, "steal");
     const pending = httpCall(traffic).catch((e: unknown) => e);
@@ -505,6 +505,58 @@ describe("session lifetime", () => {
     expect(await pending).toBeInstanceOf(Error); // the stolen client connection was closed
     await expect.poll(() => agent.sessions.size).toBe(0);
     expect((await httpCall(traffic)).body).toBe("app GET / body=");
+  });
+
+  it("holds a lost session's steal: a new connection waits and reaches the session once it re-subscribes", async () => {
+    const app = await startApp();
+    const { agent, traffic } = await startAgent(app.port, { resumeGraceMs: 30_000 });
+    const c = await connectClient(agent, "roaming");
+    await c.subscribe(1, app.port, "steal");
+    c.close(); // lost, not closed: e.g. the router in between died
+    await expect.poll(() => agent.sessions.size).toBe(0);
+    expect(agent.subscriptions.forPort(app.port).map((x) => x.held)).toEqual([true]);
+    const pending = httpCall(traffic, { path: "/during-the-gap" });
+    await expect.poll(() => agent.proxies[0]!.waitingCount).toBe(1);
+    // Back through another router: the same session, a new connection, the subscription renewed.
+    const back = await connectClient(agent, "roaming");
+    const next = back.nextConnection(); // announced while the subscription is renewed
+    await back.subscribe(2, app.port, "steal");
+    const conn = await next;
+    expect(conn.info.subscriptionId).toBe(2);
+    await conn.untilText("GET /during-the-gap");
+    conn.write("HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nlocal");
+    expect((await pending).body).toBe("local");
+    expect(app.requests).toEqual([]);
+    expect(await agent.metrics.registry.metrics()).toMatch(/^switchyard_agent_held_traffic_total 1$/m);
+  });
+
+  it("holds a lost session's filtered steal per request; other requests keep reaching the app", async () => {
+    const app = await startApp();
+    const { agent, traffic } = await startAgent(app.port, { resumeGraceMs: 30_000 });
+    const c = await connectClient(agent, "alice");
+    await c.subscribe(1, app.port, "steal", { filter: { case: "method", value: "POST" } });
+    c.close();
+    await expect.poll(() => agent.sessions.size).toBe(0);
+    const held = httpCall(traffic, { method: "POST", path: "/mine", body: "x" });
+    await expect.poll(() => agent.proxies[0]!.waitingCount).toBe(1);
+    expect((await httpCall(traffic, { path: "/other" })).body).toBe("app GET /other body=");
+    const back = await connectClient(agent, "alice");
+    back.httpHandler = (r) => ({ status: 200, body: `local ${r.method} ${r.path}` });
+    await back.subscribe(2, app.port, "steal", { filter: { case: "method", value: "POST" } });
+    expect((await held).body).toBe("local POST /mine");
+  });
+
+  it("sends held traffic on to the app when the session does not return within the grace", async () => {
+    const app = await startApp();
+    const { agent, traffic } = await startAgent(app.port, { resumeGraceMs: 1500 });
+    const c = await connectClient(agent, "gone");
+    await c.subscribe(1, app.port, "steal");
+    c.close();
+    await expect.poll(() => agent.sessions.size).toBe(0);
+    const r = await httpCall(traffic, { path: "/late" });
+    expect(r.body).toBe("app GET /late body=");
+    expect(agent.proxies[0]!.metrics.held).toBe(1); // it waited for the session first
+    expect(agent.subscriptions.forPort(app.port)).toEqual([]);
   });
 
   it("drops a session without protocol pings after the ping timeout; a pinging one stays", async () => {

@@ -54,6 +54,12 @@ export interface AgentServerOptions {
   flow?: Partial<FlowLimits>;
   /** Largest frame payload, bytes (default 1 MiB). */
   maxPayloadBytes?: number;
+  /**
+   * When a session's connection is lost (not closed by its client), keep its subscriptions
+   * held this long, ms, so that traffic waits for it to reconnect instead of going to the
+   * app (default 10 000; 0 drops them at once).
+   */
+  resumeGraceMs?: number;
   /** How long a stolen HTTP request waits for the session, ms (default 60 000). */
   stolenRequestTimeoutMs?: number;
   /** Serve wss:// with this certificate. */
@@ -88,6 +94,9 @@ export class AgentServer {
   private readonly flow: FlowLimits;
   private readonly maxPayloadBytes: number;
   private readonly stolenRequestTimeoutMs: number;
+  private readonly resumeGraceMs: number;
+  /** Sessions whose subscriptions are held → when the hold ends. */
+  private readonly holds = new Map<string, NodeJS.Timeout>();
   private readonly portSet: Set<number>;
   private sweepTimer: NodeJS.Timeout | undefined;
   /** app port → the port the agent actually listens on (after listen()). */
@@ -102,6 +111,12 @@ export class AgentServer {
     );
     this.maxPayloadBytes = positive("maxPayloadBytes", opts.maxPayloadBytes ?? DEFAULT_MAX_PAYLOAD_BYTES);
     this.stolenRequestTimeoutMs = positive("stolenRequestTimeoutMs", opts.stolenRequestTimeoutMs ?? 60_000);
+    this.resumeGraceMs = opts.resumeGraceMs ?? 10_000;
+    if (!Number.isFinite(this.resumeGraceMs) || this.resumeGraceMs < 0)
+      throw new AgentError(
+        "SWITCHYARD_AGENT_CONFIG",
+        `resumeGraceMs must be 0 or a positive number of ms, got ${opts.resumeGraceMs}`,
+      );
     this.flow = { ...DEFAULT_FLOW_LIMITS, ...opts.flow };
     if (!(
       this.flow.lowWaterBytes < this.flow.highWaterBytes &&
@@ -133,10 +148,10 @@ export class AgentServer {
     this.metrics = new AgentMetrics({
       sessions: () => this.sessions.size,
       subscriptions: () => {
-        const out = { mirror: 0, steal: 0, filtered_steal: 0 };
+        const out = { mirror: 0, steal: 0, filtered_steal: 0, held: 0 };
         for (const port of this.portSet)
           for (const s of this.subscriptions.forPort(port))
-            out[s.mode === "mirror" ? "mirror" : s.filter ? "filtered_steal" : "steal"]++;
+            out[s.held ? "held" : s.mode === "mirror" ? "mirror" : s.filter ? "filtered_steal" : "steal"]++;
         return out;
       },
       connections: () => {
@@ -156,12 +171,13 @@ export class AgentServer {
         return n;
       },
       proxy: () => {
-        const out = { requestsApp: 0, requestsStolen: 0, requestsFailed: 0, mirrorDroppedBytes: 0 };
+        const out = { requestsApp: 0, requestsStolen: 0, requestsFailed: 0, mirrorDroppedBytes: 0, held: 0 };
         for (const p of this.proxies) {
           out.requestsApp += p.metrics.requests.app;
           out.requestsStolen += p.metrics.requests.stolen;
           out.requestsFailed += p.metrics.requests.failed;
           out.mirrorDroppedBytes += p.metrics.mirrorDroppedBytes;
+          out.held += p.metrics.held;
         }
         return out;
       },
@@ -220,6 +236,8 @@ export class AgentServer {
 
   async close(): Promise<void> {
     if (this.sweepTimer) clearInterval(this.sweepTimer);
+    for (const t of this.holds.values()) clearTimeout(t);
+    this.holds.clear();
     for (const s of [...this.sessions.values()]) s.end("agent_stopping", "the agent is shutting down", 1001);
     for (const c of this.wss.clients) c.terminate();
     await Promise.all(this.proxies.map((p) => p.close()));
@@ -299,16 +317,45 @@ export class AgentServer {
         outgoing: this.opts.outgoing ?? {},
         maxPayloadBytes: this.maxPayloadBytes,
         stolenRequestTimeoutMs: this.stolenRequestTimeoutMs,
-        onEnd: (s) => {
-          if (this.sessions.get(s.id) !== s) return;
-          this.sessions.delete(s.id);
-          const ports = this.subscriptions.dropSession(s.id);
-          if (ports.length > 0)
-            this.log.info({ session: s.id, ports }, "dropped the session's subscriptions");
-        },
+        onEnd: (s, reason) => this.sessionEnded(s, reason),
       });
       this.sessions.set(sessionId, session);
     });
+  }
+
+  private sessionEnded(s: AgentSession, reason: string): void {
+    if (this.sessions.get(s.id) !== s) return; // replaced: the newer connection owns the subscriptions
+    this.sessions.delete(s.id);
+    // Lost, not closed: hold its subscriptions so its traffic waits for it to reconnect.
+    if (reason === "closed" && this.resumeGraceMs > 0) {
+      const ports = this.subscriptions.hold(s.id);
+      if (ports.length > 0) {
+        clearTimeout(this.holds.get(s.id));
+        const timer = setTimeout(() => {
+          this.holds.delete(s.id);
+          const dropped = this.subscriptions.dropHeld(s.id);
+          if (dropped.length > 0)
+            this.log.info(
+              { session: s.id, ports: dropped },
+              "the session did not return in time; dropped its held subscriptions (traffic goes to the app)",
+            );
+        }, this.resumeGraceMs);
+        timer.unref();
+        this.holds.set(s.id, timer);
+        this.log.info(
+          { session: s.id, ports, graceMs: this.resumeGraceMs },
+          "session connection lost; holding its subscriptions until it returns",
+        );
+        return;
+      }
+    }
+    const held = this.holds.get(s.id);
+    if (held) {
+      clearTimeout(held);
+      this.holds.delete(s.id);
+    }
+    const ports = this.subscriptions.dropSession(s.id);
+    if (ports.length > 0) this.log.info({ session: s.id, ports }, "dropped the session's subscriptions");
   }
 
   /** /healthz and /metrics (also served on --metrics-listen by main.ts). */

@@ -465,8 +465,16 @@ export class AgentSession {
         );
       }
       const filter = sub.httpFilter ? toHttpFilter(sub.httpFilter) : undefined;
-      this.o.subscriptions.subscribe(this.id, sub.port, mode, filter);
+      // Set first: subscribing may hand held connections to this session at once.
+      const previousId = this.traffic.subscriptionIds.get(sub.port);
       this.traffic.subscriptionIds.set(sub.port, subscriptionId);
+      try {
+        this.o.subscriptions.subscribe(this.id, sub.port, mode, filter);
+      } catch (err) {
+        if (previousId === undefined) this.traffic.subscriptionIds.delete(sub.port);
+        else this.traffic.subscriptionIds.set(sub.port, previousId);
+        throw err;
+      }
       this.log.info({ port: sub.port, mode, filtered: filter !== undefined }, "subscribed");
       reply(true);
     } catch (err) {

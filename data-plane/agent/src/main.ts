@@ -31,6 +31,7 @@ interface Flags {
   secretsFile?: string;
   metricsListen?: string;
   pingTimeoutMs: string;
+  resumeGraceMs: string;
   logLevel: string;
   tlsCert?: string;
   tlsKey?: string;
@@ -184,6 +185,14 @@ async function main(): Promise<void> {
         .env(env("PING_TIMEOUT_MS"))
         .default("60000"),
     )
+    .addOption(
+      new Option(
+        "--resume-grace-ms <n>",
+        "when a session's connection is lost, hold its traffic this long for it to reconnect (0: send it to the app at once)",
+      )
+        .env(env("RESUME_GRACE_MS"))
+        .default("10000"),
+    )
     .addOption(new Option("--log-level <level>", "pino log level").env(env("LOG_LEVEL")).default("info"))
     .addOption(new Option("--tls-cert <path>", "serve wss:// with this certificate").env(env("TLS_CERT")))
     .addOption(new Option("--tls-key <path>", "key of --tls-cert").env(env("TLS_KEY")));
@@ -201,6 +210,13 @@ async function main(): Promise<void> {
     throw new AgentError(
       "SWITCHYARD_AGENT_CONFIG",
       `--ping-timeout-ms must be a positive integer, got ${f.pingTimeoutMs}`,
+    );
+
+  const resumeGraceMs = Number(f.resumeGraceMs);
+  if (!Number.isInteger(resumeGraceMs) || resumeGraceMs < 0)
+    throw new AgentError(
+      "SWITCHYARD_AGENT_CONFIG",
+      `--resume-grace-ms must be 0 or a positive integer, got ${f.resumeGraceMs}`,
     );
 
   const secrets = new SessionSecrets({
@@ -225,6 +241,7 @@ async function main(): Promise<void> {
     })),
     outgoing: f.outboundBind ? { bindAddress: f.outboundBind } : {},
     pingTimeoutMs,
+    resumeGraceMs,
     logger: log,
     ...(f.tlsCert && f.tlsKey
       ? { tls: { certPem: readFileSync(f.tlsCert, "utf8"), keyPem: readFileSync(f.tlsKey, "utf8") } }

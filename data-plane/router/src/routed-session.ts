@@ -631,9 +631,12 @@ export class RoutedSession {
 
   private linkUp(link: UpstreamLink, reconnected: boolean): void {
     this.log.info({ cluster: link.cluster, reconnected }, "upstream link up");
-    if (reconnected) {
-      // Replay the session's subscriptions with router-owned request ids so their results
-      // are consumed here, not mistaken for answers to the client.
+    // A link that returns, or one added to the route mid-session (a replaced agent), gets
+    // the session's subscriptions. They are replayed with router-owned request ids so their
+    // results are consumed here, not mistaken for answers to the client. (A subscription
+    // the client sent while this link was connecting may arrive twice: renewing one's own
+    // subscription is idempotent at the agent.)
+    if (this.subscriptions.size > 0) {
       for (const frame of this.subscriptions.values()) {
         const copy = Buffer.from(frame);
         const rid = (INTERNAL_REQUEST_BIT | this.nextInternalRequest++) >>> 0;
@@ -700,7 +703,7 @@ export class RoutedSession {
       const o = link.opts;
       if (u && u.url === o.url && u.secret === o.secret && u.caPem === o.caPem && u.isDefault === o.isDefault)
         continue;
-      link.close();
+      link.close("upstream removed from the route");
       this.links.delete(cluster);
       if (this.defaultLink === link) this.defaultLink = undefined;
       const closed = this.dropLinkState(link, "upstream removed from the route");
@@ -745,17 +748,21 @@ export class RoutedSession {
     }
   }
 
-  /** Closes the client (with `code`) and every upstream link. */
+  /**
+   * Closes the client (with `code`) and every upstream link. The session being removed
+   * from the routing table ends it at the agents too; any other reason (shutdown, a newer
+   * connection, credentials) may be followed by the client returning, so agents hold on.
+   */
   close(code: number, reason: string): void {
     if (this.closed) return;
     this.client.close(code, reason);
-    this.dispose(reason);
+    this.dispose(reason, code === CloseCode.SessionRemoved ? reason : undefined);
   }
 
-  private dispose(reason: string): void {
+  private dispose(reason: string, farewell?: string): void {
     if (this.closed) return;
     this.closed = true;
-    for (const link of this.links.values()) link.close();
+    for (const link of this.links.values()) link.close(farewell);
     this.links.clear();
     this.conns.clear();
     this.merges.clear();

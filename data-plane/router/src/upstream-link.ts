@@ -7,6 +7,7 @@ import type { Socket } from "node:net";
 import type { Logger } from "pino";
 import WebSocket from "ws";
 import {
+  CloseSchema,
   ControlKind,
   FrameFamily,
   HelloAckSchema,
@@ -286,9 +287,19 @@ export class UpstreamLink {
     this.events.down(this, error, retryInMs);
   }
 
-  /** Closes for good (session ended or upstream removed from the route). */
-  close(): void {
+  /**
+   * Closes for good. With `farewell`, the agent is first told the session ended (a Close
+   * frame), so it drops the session's subscriptions at once; without, it sees a lost
+   * connection and holds them for a while in case the session comes back elsewhere.
+   */
+  close(farewell?: string): void {
     if (this.state === "closed") return;
+    if (farewell !== undefined && this.state === "open" && this.ws?.readyState === WebSocket.OPEN)
+      this.ws.send(
+        encodeFrame({ family: FrameFamily.CONTROL, kind: ControlKind.CLOSE }, CloseSchema, {
+          reason: farewell,
+        }),
+      );
     this.state = "closed";
     if (this.retryTimer) clearTimeout(this.retryTimer);
     const ws = this.ws;

@@ -203,6 +203,11 @@ export class TestAgent {
   }
 
   /** Sends raw bytes as one binary message (for malformed-frame tests). */
+  /** True while a router is connected (frames can be emitted). */
+  get connected(): boolean {
+    return this.current !== undefined;
+  }
+
   emitRaw(buf: Buffer): void {
     this.sendNow(buf);
   }

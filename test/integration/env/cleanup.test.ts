@@ -3,12 +3,12 @@
 // and when its owner is SIGKILLed (then the next sweep, as the global teardown runs it,
 // cleans up).
 import { spawn } from "node:child_process";
-import { existsSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { isPortListening, sweepOrphans } from "../../env/index.js";
-import { isSameProcessAlive } from "../../env/processes.js";
+import { envRoot, isSameProcessAlive, processStartTime } from "../../env/processes.js";
 import type { FixtureReport } from "../../env/fixtures/report.js";
 
 const root = new URL("../../..", import.meta.url).pathname;
@@ -139,5 +139,23 @@ describe("cleanup", () => {
     expect(r.processes.some((p) => isSameProcessAlive(p.pid, p.start))).toBe(true);
     expect(await sweepOrphans()).toBeGreaterThanOrEqual(2);
     await expectNothingLeft(r);
+  });
+
+  it("sweeps processes a component started on its own that name a set directory already removed", async () => {
+    // Like a process agent a control plane spawned detached: no record of ours names it.
+    const setDir = join(envRoot(), `set-999999-${process.pid}`);
+    mkdirSync(setDir, { recursive: true });
+    const stray = spawn(
+      process.execPath,
+      ["-e", "setInterval(() => {}, 1000)", `--kubeconfig=${setDir}/east/admin.kubeconfig`],
+      { detached: true, stdio: "ignore" },
+    );
+    stray.unref();
+    const start = processStartTime(stray.pid!)!;
+    await sweepOrphans();
+    expect(isSameProcessAlive(stray.pid!, start)).toBe(true); // its set still exists: left alone
+    rmSync(setDir, { recursive: true, force: true });
+    expect(await sweepOrphans()).toBeGreaterThanOrEqual(1);
+    expect(isSameProcessAlive(stray.pid!, start)).toBe(false);
   });
 });

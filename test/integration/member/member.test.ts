@@ -228,11 +228,25 @@ describe("member mode with process agents", () => {
       );
       expect(provisioner2.records()[0]!.pid).toBe(pidBefore);
 
+      // The adopted agent dies on its own: the member notices (not at the next resync, a
+      // minute away) and the session moves to a new agent.
+      process.kill(pidBefore, "SIGKILL");
+      const replacement = await eventually("a replacement agent", () => {
+        const r = provisioner2.records()[0];
+        return r && r.pid !== pidBefore && r;
+      });
+      await eventually(
+        "the route on the replacement agent",
+        () =>
+          m.routes.get("solo")?.upstreams[0]?.url === `ws://127.0.0.1:${replacement.port}/v1/sessions/solo`,
+      );
+      const pidReplacement = replacement.pid;
+
       // The session ends: agent stopped, Secret deleted, table gone, object released.
       await sessions().delete({ namespace: NS, name: "solo" });
       await gone("solo");
       expect(provisioner2.records()).toEqual([]);
-      expect(() => process.kill(pidBefore, 0)).toThrow();
+      expect(() => process.kill(pidReplacement, 0)).toThrow();
       await expect(
         core.readNamespacedSecret({ namespace: NS, name: agentSecretName(`${NS}/deployment/api`) }),
       ).rejects.toMatchObject({ code: 404 });

@@ -3,7 +3,7 @@
 // answers a ping, a bystander session on the same router is unaffected, and every
 // rejected frame was counted.
 import fc from "fast-check";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import * as pb from "../../../proto/gen/session_pb.js";
 import { catalogEntries } from "../../../proto/frame-catalog.js";
 import { encodeRaw } from "../../../proto/frame-codec.js";
@@ -88,7 +88,10 @@ describe("frames thrown at a live router", () => {
         async (fromClient, fromAgent) => {
           const seen = bystanderFrames();
           for (const f of fromClient) victim.send(f);
-          for (const f of fromAgent) agents[1]!.emitRaw(f);
+          // A frame that breaks the protocol makes the router drop and redial the link;
+          // frames are thrown once it is back.
+          await vi.waitFor(() => expect(agents[1]!.connected).toBe(true), { timeout: 10_000 });
+          for (const f of fromAgent) if (agents[1]!.connected) agents[1]!.emitRaw(f);
           const pong = await victim.ping(5000);
           expect(pong.kind).toBe(pb.PingKind.PONG);
           expect(victim.closed).toBeUndefined();

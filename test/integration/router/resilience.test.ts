@@ -135,6 +135,31 @@ describe("upstream death and return", () => {
 });
 
 describe("routing table changes", () => {
+  it("moves a session to a replaced upstream: the new agent gets its subscriptions, the old one a Close", async () => {
+    const agents = await startAgents();
+    const router = await startRouter([route("mc-move", agents)]);
+    const client = await connect(router, "mc-move");
+    expect((await client.subscribe(31, 8080)).as(pb.SubscriptionResultSchema).ok).toBe(true);
+    await vi.waitFor(() => expect([...agents.west.subscriptions.keys()]).toEqual([31]));
+
+    // West's agent is replaced (e.g. restarted on another port): same cluster, new URL.
+    const replacement = new TestAgent({ name: "west-2", secret: "agent-west" });
+    await replacement.start();
+    cleanup.push(() => replacement.stop());
+    const moved = route("mc-move", agents);
+    moved.upstreams = moved.upstreams.map((u) =>
+      u.cluster === "west" ? { ...u, url: replacement.url("mc-move") } : u,
+    );
+    const subscriptionFramesBefore = client.inbox.count((f) => f.family === F.SUBSCRIPTION);
+    router.reload([moved]);
+    await vi.waitFor(() => expect([...replacement.subscriptions.keys()]).toEqual([31]), { timeout: 5000 });
+    // The old agent heard the session end there (so it drops it at once, no hold).
+    await agents.west.inbox.waitFor((f) => f.family === F.CONTROL && f.kind === pb.ControlKind.CLOSE);
+    // The replay's results are the router's, not the client's; the other clusters kept theirs.
+    expect(client.inbox.count((f) => f.family === F.SUBSCRIPTION)).toBe(subscriptionFramesBefore);
+    expect([...agents.east.subscriptions.keys()]).toEqual([31]);
+  });
+
   it("closes the client and upstream sockets when the session is removed, and keeps the last good table on a bad reload", async () => {
     const agents = await startAgents();
     const other = await startAgents("b-");

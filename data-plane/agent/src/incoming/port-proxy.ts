@@ -4,8 +4,11 @@
 // - filtered steals: HTTP/1.1 mode — each request (keep-alive, chunked, upgrades) is
 //   matched; a match goes to the oldest matching session, the rest to the app;
 // - otherwise raw bytes to the app.
-// Mirror sessions get a copy of what the client sends in every case (in HTTP mode, the
-// requests re-serialized). Mirror copies never slow the app path: a mirror that cannot
+// A connection (unfiltered steal) or request (filtered steal) whose steal is *held* (its
+// session lost its connection and may come back, see port-subscriptions.ts) waits, unread,
+// until the port's subscriptions change: renewed, it goes to the session; dropped, on to
+// the app. Mirror sessions get a copy of what the client sends in every case (in HTTP mode, the
+// requests re-serialized; held mirrors get nothing). Mirror copies never slow the app path: a mirror that cannot
 // keep up loses data (counted), it never exerts backpressure.
 import {
   createServer as createHttpServer,
@@ -85,6 +88,8 @@ export interface PortProxyOptions {
 
 export class PortProxyMetrics {
   connections = { raw: 0, http: 0, stolen: 0 };
+  /** Connections and requests that waited for a held steal. */
+  held = 0;
   requests = { app: 0, stolen: 0, failed: 0 };
   mirrorBytes = 0;
   mirrorDroppedBytes = 0;
@@ -118,6 +123,9 @@ export class PortProxy {
   /** Mirror sinks of connections in HTTP mode, found again per request. */
   private readonly httpMirrors = new WeakMap<object, ConnectionSink[]>();
   private readonly maxBody: number;
+  /** Retries of connections and requests waiting for a held steal, run on the next change. */
+  private waiting: Array<() => void> = [];
+  private readonly unwatch: () => void;
 
   constructor(private readonly opts: PortProxyOptions) {
     if (!Number.isInteger(opts.appPort) || opts.appPort < 1 || opts.appPort > 65535) {
@@ -126,8 +134,19 @@ export class PortProxy {
     this.maxBody = opts.maxStolenBodyBytes ?? 8 * 1024 * 1024;
     this.appAgent = new Agent({ keepAlive: true, maxSockets: 256 });
     this.http.on("request", (req, res) => this.onRequest(req, res));
-    this.http.on("upgrade", (req, socket, head) => this.onUpgrade(req, socket, head));
+    this.http.on("upgrade", (req, socket, head) => void this.onUpgrade(req, socket, head));
     this.http.on("clientError", (_err, socket) => socket.destroy());
+    this.unwatch = opts.subscriptions.onChange((port) => {
+      if (port !== this.subPort || this.waiting.length === 0) return;
+      const retry = this.waiting;
+      this.waiting = [];
+      for (const r of retry) r();
+    });
+  }
+
+  /** Connections and requests now waiting for a held steal. */
+  get waitingCount(): number {
+    return this.waiting.length;
   }
 
   private get subPort(): number {
@@ -146,6 +165,8 @@ export class PortProxy {
   }
 
   async close(): Promise<void> {
+    this.unwatch();
+    this.waiting = [];
     for (const s of this.sockets) s.destroy();
     this.appAgent.destroy();
     await new Promise<void>((resolve) => (this.server ? this.server.close(() => resolve()) : resolve()));
@@ -158,7 +179,7 @@ export class PortProxy {
   private mirrorsOf(subs: readonly Subscription[], info: Omit<IncomingConnectionInfo, "id" | "mode">) {
     const sinks: ConnectionSink[] = [];
     for (const s of subs) {
-      if (s.mode !== "mirror") continue;
+      if (s.mode !== "mirror" || s.held) continue;
       const session = this.opts.sessions(s.sessionId);
       if (!session) continue;
       const control: ConnectionControl = {
@@ -184,6 +205,29 @@ export class PortProxy {
     this.sockets.add(socket);
     socket.on("close", () => this.sockets.delete(socket));
     socket.on("error", () => socket.destroy());
+    this.dispatchConnection(socket, false);
+  }
+
+  /**
+   * Leaves `stream` paused (unread) until the port's subscriptions change, then runs
+   * `dispatch` again; once dispatched somewhere (not held again) the stream reads on.
+   */
+  private hold(
+    stream: { pause(): unknown; resume(): unknown },
+    dispatch: () => boolean,
+    counted: boolean,
+  ): true {
+    stream.pause();
+    if (!counted) this.metrics.held++;
+    this.waiting.push(() => {
+      if (!dispatch()) stream.resume();
+    });
+    return true;
+  }
+
+  /** Returns true when the connection was held (again). */
+  private dispatchConnection(socket: Socket, counted: boolean): boolean {
+    if (socket.destroyed) return false;
     const subs = this.subs();
     const info = {
       port: this.subPort,
@@ -191,11 +235,12 @@ export class PortProxy {
       remotePort: socket.remotePort ?? 0,
     };
     const steal = subs.find((s) => s.mode === "steal" && !s.filter);
+    if (steal?.held) return this.hold(socket, () => this.dispatchConnection(socket, true), counted);
     const session = steal && this.opts.sessions(steal.sessionId);
     if (session) {
       this.metrics.connections.stolen++;
       this.stealRaw(socket, session, info, this.mirrorsOf(subs, info), Buffer.alloc(0));
-      return;
+      return false;
     }
     if (subs.some((s) => s.mode === "steal")) {
       this.metrics.connections.http++;
@@ -203,10 +248,11 @@ export class PortProxy {
       this.httpMirrors.set(socket, mirrors);
       socket.on("close", () => mirrors.forEach((m) => m.end()));
       this.http.emit("connection", socket);
-      return;
+      return false;
     }
     this.metrics.connections.raw++;
     this.pipeToApp(socket, this.mirrorsOf(subs, info), Buffer.alloc(0));
+    return false;
   }
 
   /** Raw bytes both ways between a client socket and the app, with mirror copies. */
@@ -277,9 +323,11 @@ export class PortProxy {
     client.on("error", () => client.destroy());
   }
 
-  private matching(head: RequestHead): TrafficSession | undefined {
+  /** The oldest steal matching the request: a live session, "held" (wait), or none (the app). */
+  private matching(head: RequestHead): TrafficSession | "held" | undefined {
     for (const s of this.subs()) {
       if (s.mode !== "steal" || !s.match || !s.match(head)) continue;
+      if (s.held) return "held";
       const session = this.opts.sessions(s.sessionId);
       if (session) return session;
     }
@@ -293,9 +341,21 @@ export class PortProxy {
       this.copyToMirrors(mirrors, serializeHead(req));
       req.on("data", (chunk: Buffer) => this.copyToMirrors(mirrors, chunk));
     }
+    this.dispatchRequest(req, res, head, false);
+  }
+
+  private dispatchRequest(
+    req: IncomingMessage,
+    res: ServerResponse,
+    head: RequestHead,
+    counted: boolean,
+  ): boolean {
+    if (req.socket.destroyed) return false;
     const session = this.matching(head);
+    if (session === "held") return this.hold(req, () => this.dispatchRequest(req, res, head, true), counted);
     if (session) this.stealRequest(session, req, res, head);
     else this.forwardRequest(req, res);
+    return false;
   }
 
   private forwardRequest(req: IncomingMessage, res: ServerResponse): void {
@@ -386,9 +446,11 @@ export class PortProxy {
     });
   }
 
-  private onUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
-    const initial = Buffer.concat([serializeHead(req), head]);
+  private onUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer, counted = false): boolean {
+    if (socket.destroyed) return false;
     const session = this.matching(headOf(req));
+    if (session === "held") return this.hold(socket, () => this.onUpgrade(req, socket, head, true), counted);
+    const initial = Buffer.concat([serializeHead(req), head]);
     const mirrors = this.httpMirrors.get(req.socket) ?? [];
     // After an upgrade the connection is a byte stream: raw from here on.
     if (session) {
@@ -409,5 +471,6 @@ export class PortProxy {
       this.copyToMirrors(mirrors, initial);
       this.pipeToApp(socket, mirrors, initial);
     }
+    return false;
   }
 }

@@ -45,6 +45,46 @@ describe("PortSubscriptions", () => {
     expect(s.forPort(80)).toHaveLength(0);
   });
 
+  it("holds a lost session's subscriptions in place until it renews them or they are dropped", () => {
+    const s = new PortSubscriptions();
+    const seen: number[] = [];
+    s.onChange((p) => seen.push(p));
+    s.subscribe("a", 80, "steal", alice);
+    s.subscribe("b", 80, "steal", bob);
+    s.subscribe("a", 81, "mirror");
+    seen.length = 0;
+    expect(s.hold("a").sort()).toEqual([80, 81]);
+    expect(seen.sort()).toEqual([80, 81]);
+    expect(s.forPort(80).map((x) => `${x.sessionId}:${x.held}`)).toEqual(["a:true", "b:false"]);
+    // Held, it keeps the app from its traffic but not a live session from the port: an
+    // identical filter from another session takes over...
+    s.subscribe("eve", 80, "steal", alice);
+    expect(s.forPort(80).map((x) => `${x.sessionId}:${x.held}`)).toEqual(["b:false", "eve:false"]);
+    // ...and the held session, back, is refused.
+    expect(() => s.subscribe("a", 80, "steal", alice)).toThrow(/same HTTP filter/);
+    s.unsubscribe("eve", 80);
+    // Dropping what is still held removes only what it did not renew.
+    expect(s.dropHeld("a")).toEqual([81]);
+    expect(s.forPort(81)).toHaveLength(0);
+    expect(s.dropHeld("a")).toEqual([]);
+  });
+
+  it("renewing a held subscription keeps the session's place (oldest wins) and makes it live", () => {
+    const s = new PortSubscriptions();
+    s.subscribe("a", 80, "steal", alice);
+    s.subscribe("b", 80, "steal", bob);
+    s.hold("a");
+    s.subscribe("a", 80, "steal", alice);
+    expect(s.forPort(80).map((x) => `${x.sessionId}:${x.held}`)).toEqual(["a:false", "b:false"]);
+    expect(s.forPort(80)[0]!.seq).toBeLessThan(s.forPort(80)[1]!.seq);
+    // A held unfiltered steal gives way to a new session's steal of any kind.
+    const t = new PortSubscriptions();
+    t.subscribe("old", 80, "steal");
+    t.hold("old");
+    t.subscribe("new", 80, "steal", bob);
+    expect(t.forPort(80).map((x) => x.sessionId)).toEqual(["new"]);
+  });
+
   it("rejects a filter on a mirror and a bad port", () => {
     const s = new PortSubscriptions();
     expect(() => s.subscribe("a", 80, "mirror", alice)).toThrow(/mirror takes no HTTP filter/);

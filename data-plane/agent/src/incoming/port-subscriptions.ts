@@ -6,6 +6,11 @@
 //   from two sessions overlap completely and are refused; when a request matches several
 //   filters, the oldest subscription wins.
 // A session re-subscribing a port replaces its own subscription.
+// A session whose connection was lost (not closed by its client) may have its
+// subscriptions *held*: the port proxy holds new traffic for them until the session
+// re-subscribes (live again, in its old place) or the hold is dropped (traffic goes on to
+// the app). This keeps a router failover from handing the session's traffic to the app.
+// A held steal gives way to a live session's conflicting steal.
 import { compileHttpFilter, type CompiledFilter, type HttpFilter } from "./http-filter.js";
 
 export type SubscriptionMode = "mirror" | "steal";
@@ -19,6 +24,8 @@ export interface Subscription {
   readonly match: CompiledFilter | undefined;
   /** Order of subscription, for "oldest wins". */
   readonly seq: number;
+  /** Its session's connection was lost; traffic for it waits (see the file comment). */
+  readonly held: boolean;
 }
 
 export class SubscriptionConflictError extends Error {
@@ -41,7 +48,18 @@ export class PortSubscriptions {
       );
     }
     const match = filter ? compileHttpFilter(filter) : undefined;
-    const others = (this.byPort.get(port) ?? []).filter((s) => s.sessionId !== sessionId);
+    const all = (this.byPort.get(port) ?? []).filter((s) => s.sessionId !== sessionId);
+    // A held steal keeps the app from getting its session's traffic, not a live session
+    // from taking the port: a conflicting held steal gives way (its session, should it
+    // come back, is refused when it renews).
+    const displaced = new Set<Subscription>();
+    if (mode === "steal") {
+      const key = filter ? JSON.stringify(filter) : "";
+      for (const s of all)
+        if (s.held && s.mode === "steal" && (!filter || !s.filter || JSON.stringify(s.filter) === key))
+          displaced.add(s);
+    }
+    const others = all.filter((s) => !displaced.has(s));
     if (mode === "steal") {
       const steals = others.filter((s) => s.mode === "steal");
       const unfiltered = steals.find((s) => !s.filter);
@@ -63,8 +81,12 @@ export class PortSubscriptions {
         );
       }
     }
-    const sub: Subscription = { sessionId, port, mode, filter, match, seq: ++this.seq };
-    this.byPort.set(port, [...others, sub]);
+    const list = (this.byPort.get(port) ?? []).filter((s) => !displaced.has(s));
+    const own = list.findIndex((s) => s.sessionId === sessionId);
+    // Renewing its own subscription (e.g. after a reconnect) keeps the session's place.
+    const seq = own >= 0 ? list[own]!.seq : ++this.seq;
+    const sub: Subscription = { sessionId, port, mode, filter, match, seq, held: false };
+    this.byPort.set(port, own >= 0 ? list.map((s, i) => (i === own ? sub : s)) : [...others, sub]);
     this.emit(port);
     return sub;
   }
@@ -83,6 +105,35 @@ export class PortSubscriptions {
   dropSession(sessionId: string): number[] {
     const ports: number[] = [];
     for (const port of [...this.byPort.keys()]) if (this.unsubscribe(sessionId, port)) ports.push(port);
+    return ports;
+  }
+
+  /** Holds every subscription of a session (its connection was lost). Returns the ports held. */
+  hold(sessionId: string): number[] {
+    const ports: number[] = [];
+    for (const [port, list] of this.byPort) {
+      if (!list.some((s) => s.sessionId === sessionId && !s.held)) continue;
+      this.byPort.set(
+        port,
+        list.map((s) => (s.sessionId === sessionId ? { ...s, held: true } : s)),
+      );
+      ports.push(port);
+      this.emit(port);
+    }
+    return ports;
+  }
+
+  /** Drops a session's subscriptions that are still held (not renewed). Returns their ports. */
+  dropHeld(sessionId: string): number[] {
+    const ports: number[] = [];
+    for (const [port, list] of [...this.byPort]) {
+      const rest = list.filter((s) => !(s.sessionId === sessionId && s.held));
+      if (rest.length === list.length) continue;
+      if (rest.length === 0) this.byPort.delete(port);
+      else this.byPort.set(port, rest);
+      ports.push(port);
+      this.emit(port);
+    }
     return ports;
   }
 
