@@ -26,6 +26,8 @@ export interface DataPathBenchOptions {
   /** Bytes uploaded per bulk run, and runs per side. */
   bulkBytes: number;
   bulkRuns: number;
+  /** Alternating baseline / mirror rounds. */
+  mirrorRounds: number;
   /**
    * Mirror part: give the in-cluster side (load generator, demo app, east's agent) its own
    * CPUs and everything else (routers, CLI, control planes, API servers) the rest, so the
@@ -40,6 +42,7 @@ export const defaultDataPathBench: DataPathBenchOptions = {
   concurrency: 16,
   bulkBytes: 64 * 1024 * 1024,
   bulkRuns: 3,
+  mirrorRounds: 3,
 };
 
 interface Cli {
@@ -183,65 +186,107 @@ async function part(stack: EmbeddedStack, o: DataPathBenchOptions) {
   repin();
   if (pinning) result.mirrorPinning = pinning;
 
-  // 2a. Mirror baselines without a session: the app itself (no agent in the path; process
-  // agents only exist once a session started one) and, if the agent outlives the session,
-  // the agent's traffic port.
+  // 2a. The app alone (no agent in the path).
   await closedLoop(`${east.appUrl}/warm`, o.concurrency, 500);
   const appOnly = await closedLoop(`${east.appUrl}/m`, o.concurrency, o.maxRequests);
-  let agentNoSession: Awaited<ReturnType<typeof closedLoop>> | undefined;
-  try {
-    await closedLoop(`${east.trafficUrl}/warm`, o.concurrency, 500);
-    agentNoSession = await closedLoop(`${east.trafficUrl}/m`, o.concurrency, o.maxRequests);
-  } catch (err) {
-    console.log(`agent traffic port without a session: ${(err as Error).message}`);
-  }
 
-  // 2a'. Agent in the path with a session attached that takes nothing: a filtered steal
-  // whose filter never matches, so every request passes through the agent to the app.
+  // 2b. HTTP pass-through: a session whose filtered steal never matches, so the agent parses
+  // every request and forwards it to the app (what a filtered steal costs the requests it
+  // does not take).
   cli = await startCli(stack, "steal", localPort!, ["--http-header", "X-Switchyard-Bench-Never: ^never$"]);
-  let agentPassThrough: Awaited<ReturnType<typeof closedLoop>>;
+  let httpPassThrough: Awaited<ReturnType<typeof closedLoop>>;
   try {
     repin();
     await closedLoop(`${east.trafficUrl}/warm`, o.concurrency, 500);
-    agentPassThrough = await closedLoop(`${east.trafficUrl}/m`, o.concurrency, o.maxRequests);
+    httpPassThrough = await closedLoop(`${east.trafficUrl}/m`, o.concurrency, o.maxRequests);
   } finally {
     await stopCli(cli);
   }
 
-  // 2b. Mirror session attached.
+  // 2c. Mirror, side by side with its baseline: the same agent code with no session (the
+  // member's agents exist only while a session does, so the bench starts one itself on
+  // east's address and another traffic port). Rounds alternate baseline / mirror, so drift
+  // on a shared machine hits both alike; the drop compares medians.
+  const bare = await startBareAgent(east.ip, new URL(east.appUrl).port);
   cli = await startCli(stack, "mirror", localPort!);
   try {
-    repin();
+    const repinAll = () => pinning && applyPinning(pinning, [...eastAgentPids(stack), bare.child.pid!]);
+    repinAll();
+    await closedLoop(`${bare.url}/warm`, o.concurrency, 500);
     await closedLoop(`${east.trafficUrl}/warm`, o.concurrency, 500);
+    const baseline: number[] = [];
+    const mirrored: number[] = [];
+    let last: Awaited<ReturnType<typeof closedLoop>> | undefined;
     const cpuM = cpuSnapshot();
-    const withMirror = await closedLoop(`${east.trafficUrl}/m`, o.concurrency, o.maxRequests);
-    const mirrorCpu = cpuDelta(cpuM, cpuSnapshot());
+    for (let r = 0; r < o.mirrorRounds; r++) {
+      baseline.push((await closedLoop(`${bare.url}/m`, o.concurrency, o.maxRequests)).reqPerSec);
+      last = await closedLoop(`${east.trafficUrl}/m`, o.concurrency, o.maxRequests);
+      mirrored.push(last.reqPerSec);
+    }
+    const cpu = cpuDelta(cpuM, cpuSnapshot());
+    const med = (xs: number[]) => pct(xs, 50);
     result.mirror = {
       concurrency: o.concurrency,
-      appNoSession: { ...summary(appOnly.latencies), reqPerSec: round(appOnly.reqPerSec, 0) },
-      ...(agentNoSession
-        ? {
-            agentNoSession: {
-              ...summary(agentNoSession.latencies),
-              reqPerSec: round(agentNoSession.reqPerSec, 0),
-            },
-            dropVsAgentNoSessionPct: round((1 - withMirror.reqPerSec / agentNoSession.reqPerSec) * 100, 1),
-          }
-        : {}),
-      withMirror: { ...summary(withMirror.latencies), reqPerSec: round(withMirror.reqPerSec, 0) },
-      agentPassThrough: {
-        ...summary(agentPassThrough.latencies),
-        reqPerSec: round(agentPassThrough.reqPerSec, 0),
+      rounds: o.mirrorRounds,
+      appAloneReqPerSec: round(appOnly.reqPerSec, 0),
+      agentNoSessionReqPerSec: baseline.map((x) => round(x, 0)),
+      withMirrorReqPerSec: mirrored.map((x) => round(x, 0)),
+      withMirrorLastRound: summary(last!.latencies),
+      dropVsAgentNoSessionPct: round((1 - med(mirrored) / med(baseline)) * 100, 1),
+      dropVsAppAlonePct: round((1 - med(mirrored) / appOnly.reqPerSec) * 100, 1),
+      httpPassThrough: {
+        ...summary(httpPassThrough.latencies),
+        reqPerSec: round(httpPassThrough.reqPerSec, 0),
       },
-      dropVsAppPct: round((1 - withMirror.reqPerSec / appOnly.reqPerSec) * 100, 1),
-      dropVsAgentPassThroughPct: round((1 - withMirror.reqPerSec / agentPassThrough.reqPerSec) * 100, 1),
-      cpuSecondsWithMirror: mirrorCpu,
+      cpuSecondsAllRounds: cpu,
     };
     console.log("mirror:", result.mirror);
   } finally {
     await stopCli(cli);
+    await bare.stop();
   }
   return result;
+}
+
+/** An agent process with no session and no API access, on `host`, in front of `appPort`. */
+async function startBareAgent(host: string, appPort: string) {
+  const [listen, traffic] = await freePorts(2);
+  const child = spawn(
+    process.execPath,
+    [
+      "--import",
+      "tsx",
+      "data-plane/agent/src/main.ts",
+      `--listen=127.0.0.1:${listen}`,
+      `--app-host=${host}`,
+      `--traffic-host=${host}`,
+      `--app-port=${appPort}:${traffic}`,
+      `--secret-hash=${"0".repeat(64)}`,
+    ],
+    { cwd: new URL("..", import.meta.url).pathname, stdio: ["ignore", "ignore", "inherit"] },
+  );
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    try {
+      const r = await fetch(`http://127.0.0.1:${listen}/healthz`);
+      if (r.ok) break;
+    } catch {
+      /* not up yet */
+    }
+    if (child.exitCode !== null || Date.now() > deadline)
+      throw new Error(`the bare agent did not start (exit ${child.exitCode})`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return {
+    child,
+    url: `http://${host}:${traffic}`,
+    stop: async () => {
+      if (child.exitCode !== null) return;
+      const exited = new Promise((r) => child.once("exit", r));
+      child.kill("SIGTERM");
+      await exited;
+    },
+  };
 }
 
 /** Process agents serving east now (from the member's records). */

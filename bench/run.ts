@@ -63,7 +63,14 @@ program
   .action(async (o: { quick: boolean; pin: boolean }) => {
     await runDataPathBench({
       ...(o.quick
-        ? { pacedRequests: 200, maxRequests: 1000, concurrency: 16, bulkBytes: 16 * 1024 * 1024, bulkRuns: 1 }
+        ? {
+            pacedRequests: 200,
+            maxRequests: 1000,
+            concurrency: 16,
+            bulkBytes: 16 * 1024 * 1024,
+            bulkRuns: 1,
+            mirrorRounds: 1,
+          }
         : defaultDataPathBench),
       pin: o.pin,
     });

@@ -9,6 +9,7 @@
 import { Duplex } from "node:stream";
 import * as pb from "../../../proto/gen/session_pb.js";
 import { encodeFrame } from "../../../proto/frame-codec.js";
+import { encodeStreamData } from "../../../proto/stream-data-frame.js";
 import type { FrameSink } from "./frame-sink.js";
 import { MAX_CHUNK_BYTES } from "./outgoing-tcp-stream.js";
 
@@ -43,13 +44,7 @@ export class IncomingConnection extends Duplex {
     if (this.#closed || this.info.mode === "mirror") return cb();
     for (let at = 0; at < chunk.length; at += MAX_CHUNK_BYTES)
       this.sink.send(
-        encodeFrame(
-          { family: F, kind: pb.TrafficKind.DATA, connectionId: this.info.id },
-          pb.StreamDataSchema,
-          {
-            data: chunk.subarray(at, at + MAX_CHUNK_BYTES),
-          },
-        ),
+        encodeStreamData(F, pb.TrafficKind.DATA, this.info.id, chunk.subarray(at, at + MAX_CHUNK_BYTES)),
       );
     this.sink.whenWritable(() => cb());
   }

@@ -5,6 +5,7 @@
 import { Duplex } from "node:stream";
 import * as pb from "../../../proto/gen/session_pb.js";
 import { encodeFrame } from "../../../proto/frame-codec.js";
+import { encodeStreamData } from "../../../proto/stream-data-frame.js";
 import type { FrameSink } from "./frame-sink.js";
 
 const F = pb.FrameFamily.OUTGOING_TCP;
@@ -31,11 +32,7 @@ export class OutgoingTcpStream extends Duplex {
     if (this.#remoteClosed) return cb();
     for (let at = 0; at < chunk.length; at += MAX_CHUNK_BYTES) {
       const part = chunk.subarray(at, at + MAX_CHUNK_BYTES);
-      const ok = this.sink.send(
-        encodeFrame({ family: F, kind: pb.OutgoingKind.DATA, connectionId: this.id }, pb.StreamDataSchema, {
-          data: part,
-        }),
-      );
+      const ok = this.sink.send(encodeStreamData(F, pb.OutgoingKind.DATA, this.id, part));
       if (!ok) return cb(new Error("the session is disconnected"));
     }
     this.sink.whenWritable(() => cb());

@@ -2,6 +2,7 @@
 // upgrade, then Hello/HelloAck. The router's refusals become CLI errors that decide what
 // the caller does next: 404 (session unknown: gone for good), 401 (wrong secret: fatal),
 // 503 + Retry-After (still being created: wait and retry), network errors (retry).
+import type { Socket } from "node:net";
 import WebSocket from "ws";
 import * as pb from "../../../proto/gen/session_pb.js";
 import { decodeFrame, encodeFrame } from "../../../proto/frame-codec.js";
@@ -40,6 +41,8 @@ const zeroMask = (mask: Buffer) => void mask.fill(0);
 
 export interface DialedRouter {
   ws: WebSocket;
+  /** The TCP (or TLS) socket under `ws`, for write coalescing. */
+  socket: Socket | undefined;
   version: number;
   peer: string;
   /**
@@ -71,6 +74,8 @@ export function dialRouter(url: string, secret: string, opts: DialOptions = {}):
       ...(opts.caPem ? { ca: opts.caPem } : {}),
     });
     ws.binaryType = "nodebuffer";
+    let socket: Socket | undefined;
+    ws.once("upgrade", (res) => (socket = res.socket as Socket));
     let settled = false;
     const fail = (e: CliError) => {
       if (settled) return;
@@ -166,7 +171,7 @@ export function dialRouter(url: string, secret: string, opts: DialOptions = {}):
             ws.removeAllListeners("close");
             ws.removeAllListeners("error");
             early = [];
-            return resolve({ ws, version: ack.version, peer: ack.peer, takeOver });
+            return resolve({ ws, socket, version: ack.version, peer: ack.peer, takeOver });
           }
           const e = f.message as pb.ProtocolError;
           fail(

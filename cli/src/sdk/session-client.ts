@@ -13,10 +13,13 @@
 // A protocol ping goes out every `pingIntervalMs` (agents drop subscriptions of a session
 // that stops pinging); the last pong's per-cluster health is kept in `health`.
 import { EventEmitter } from "node:events";
+import type { Socket } from "node:net";
 import type { DescMessage, MessageInitShape, MessageShape } from "@bufbuild/protobuf";
 import type WebSocket from "ws";
 import * as pb from "../../../proto/gen/session_pb.js";
 import { decodePayload, encodeFrame, FLAG_ERROR, readHeader } from "../../../proto/frame-codec.js";
+import { decodeStreamData } from "../../../proto/stream-data-frame.js";
+import { coalesceWrites } from "../../../proto/coalesced-writes.js";
 import { CliError, RemoteError } from "./cli-errors.js";
 import type { FrameSink } from "./frame-sink.js";
 import { toProtoFilter, type HttpFilterSpec } from "./http-filter.js";
@@ -135,6 +138,7 @@ export class SessionClient extends EventEmitter<SessionClientEvents> implements 
   readonly #backoff;
   #state: State = "idle";
   #ws: WebSocket | undefined;
+  #socket: Socket | undefined;
   #url = "";
   #urlIndex = 0;
   #nextRequestId = 2;
@@ -277,6 +281,7 @@ export class SessionClient extends EventEmitter<SessionClientEvents> implements 
   send(frame: Buffer): boolean {
     const ws = this.#ws;
     if (this.#state !== "open" || !ws || ws.readyState !== ws.OPEN) return false;
+    coalesceWrites(this.#socket);
     ws.send(frame, (err) => {
       if (!err) this.#flushWritable();
     });
@@ -588,6 +593,7 @@ export class SessionClient extends EventEmitter<SessionClientEvents> implements 
 
   #attach(d: DialedRouter, url: string, index: number): void {
     this.#ws = d.ws;
+    this.#socket = d.socket;
     this.#url = url;
     this.#urlIndex = index;
     this.#state = "open";
@@ -776,7 +782,7 @@ export class SessionClient extends EventEmitter<SessionClientEvents> implements 
         if (kind === pb.OutgoingKind.CONNECT_RESULT) return void this.#settle(requestId, family, data);
         const s = this.#tcp.get(connectionId);
         if (!s) return;
-        if (kind === pb.OutgoingKind.DATA) s.remoteData(decodePayload(data, pb.StreamDataSchema).data);
+        if (kind === pb.OutgoingKind.DATA) s.remoteData(decodeStreamData(data));
         else if (kind === pb.OutgoingKind.CLOSE) {
           this.#tcp.delete(connectionId);
           s.remoteClose(decodePayload(data, pb.StreamCloseSchema).error);
@@ -876,7 +882,7 @@ export class SessionClient extends EventEmitter<SessionClientEvents> implements 
           this.#undecided.delete(id);
           this.#openIncoming(undecided);
         }
-        this.#incoming.get(id)?.remoteData(decodePayload(data, pb.StreamDataSchema).data);
+        this.#incoming.get(id)?.remoteData(decodeStreamData(data));
         return;
       }
       case pb.TrafficKind.CLOSE:

@@ -26,7 +26,7 @@ import * as pb from "../../../proto/gen/session_pb.js";
 import { UpgradeRefusedError } from "../../test-agent/src/test-client.js";
 import { AgentServer, type AgentServerOptions } from "./agent-server.js";
 import { SessionSecrets, sha256Hex } from "./session-secrets.js";
-import { decodeStreamData } from "./stream-data-frame.js";
+import { decodeStreamData } from "../../../proto/stream-data-frame.js";
 import { TargetView } from "./target-view.js";
 import { AgentClient } from "./testing/agent-client.js";
 

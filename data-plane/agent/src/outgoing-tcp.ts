@@ -10,7 +10,7 @@ import { FrameFamily, OutgoingKind, StreamCloseSchema } from "../../../proto/gen
 import type { AgentCounters } from "./agent-metrics.js";
 import { connectResultFrame, type ConnectResultInit } from "./connect-result.js";
 import type { SessionFlow } from "./session-flow.js";
-import { decodeStreamData, encodeStreamData } from "./stream-data-frame.js";
+import { decodeStreamData, encodeStreamData } from "../../../proto/stream-data-frame.js";
 
 const F = FrameFamily.OUTGOING_TCP;
 

@@ -9,6 +9,7 @@
 //   blocks the session's other streams for that time — bounded memory over fairness.
 import type { Socket } from "node:net";
 import type { WebSocket } from "ws";
+import { coalesceWrites } from "../../../proto/coalesced-writes.js";
 
 export interface FlowLimits {
   /** Pause sources once this many bytes are queued toward the peer. Bytes; default 1 MiB. */
@@ -40,7 +41,7 @@ export class SessionFlow {
 
   constructor(
     private readonly ws: WebSocket,
-    raw: Socket,
+    private readonly raw: Socket,
     private readonly limits: FlowLimits,
     private readonly onTooSlow: () => void,
     private readonly onPause: () => void,
@@ -64,6 +65,7 @@ export class SessionFlow {
   /** Sends a frame; false when the peer's queue is now above the high-water mark. */
   send(buf: Buffer): boolean {
     if (this.dead || this.ws.readyState !== this.ws.OPEN) return false;
+    coalesceWrites(this.raw);
     this.ws.send(buf);
     const queued = this.ws.bufferedAmount;
     if (queued > this.maxBufferedBytes) this.maxBufferedBytes = queued;

@@ -30,7 +30,7 @@ import type {
   TrafficSession,
 } from "./incoming/port-proxy.js";
 import type { SessionFlow } from "./session-flow.js";
-import { decodeStreamData, encodeStreamData } from "./stream-data-frame.js";
+import { decodeStreamData, encodeStreamData } from "../../../proto/stream-data-frame.js";
 
 const F = FrameFamily.TRAFFIC;
 

@@ -10,6 +10,7 @@
 import type { Socket } from "node:net";
 import type { Logger } from "pino";
 import type WebSocket from "ws";
+import { coalesceWrites } from "../../../proto/coalesced-writes.js";
 import type { SessionRoute } from "../../../proto/gen/route_discovery_pb.js";
 import {
   ControlKind,
@@ -101,7 +102,7 @@ export class RoutedSession {
   constructor(
     route: SessionRoute,
     private readonly client: WebSocket,
-    clientSocket: Socket,
+    private readonly clientSocket: Socket,
     private readonly limits: SessionLimits,
     private readonly metrics: RouterMetrics,
     private readonly log: Logger,
@@ -553,6 +554,7 @@ export class RoutedSession {
   private toClient(link: UpstreamLink, data: Buffer): void {
     const client = this.client;
     if (client.bufferedAmount > this.limits.flow.hardLimitBytes) return this.clientTooSlow();
+    coalesceWrites(this.clientSocket);
     client.send(data);
     if (client.bufferedAmount > this.limits.flow.highWaterBytes && !link.readingPaused) {
       link.pauseReading();

@@ -16,6 +16,7 @@ import {
 } from "../../../proto/gen/session_pb.js";
 import { decodePayload, encodeFrame, HEADER_BYTES } from "../../../proto/frame-codec.js";
 import { PROTOCOL_VERSION_MAX, PROTOCOL_VERSION_MIN } from "../../../proto/frame-version.js";
+import { coalesceWrites } from "../../../proto/coalesced-writes.js";
 import type { TrafficCounters } from "./router-metrics.js";
 
 export type LinkState = "connecting" | "open" | "down" | "closed";
@@ -215,6 +216,7 @@ export class UpstreamLink {
     if (this.state === "open") {
       const ws = this.ws!;
       if (ws.bufferedAmount > this.opts.limits.hardLimitBytes) return Sent.Rejected;
+      coalesceWrites(this.raw);
       ws.send(buf);
       c.toUpstreamFrames[f]!++;
       c.toUpstreamBytes[f]! += buf.length;

@@ -202,6 +202,8 @@ export class PortProxy {
   }
 
   private onConnection(socket: Socket): void {
+    // A proxy forwards what it gets at once: no Nagle delay on either side.
+    socket.setNoDelay(true);
     this.sockets.add(socket);
     socket.on("close", () => this.sockets.delete(socket));
     socket.on("error", () => socket.destroy());

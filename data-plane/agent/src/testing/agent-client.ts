@@ -7,7 +7,7 @@ import { decodePayload, encodeFrame } from "../../../../proto/frame-codec.js";
 import * as pb from "../../../../proto/gen/session_pb.js";
 import { SessionClient, type ConnectOptions } from "../../../test-agent/src/test-client.js";
 import type { ReceivedFrame } from "../../../test-agent/src/frame-inbox.js";
-import { decodeStreamData, encodeStreamData } from "../stream-data-frame.js";
+import { decodeStreamData, encodeStreamData } from "../../../../proto/stream-data-frame.js";
 
 const F = pb.FrameFamily;
 

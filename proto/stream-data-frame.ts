@@ -3,8 +3,8 @@
 // after the frame header and a two-to-six-byte protobuf prefix (one allocation per
 // frame), and read back as a view of the received buffer. Wire-identical to
 // encodeFrame(…, StreamDataSchema, …); anything unusual falls back to the codec.
-import { decodePayload, encodeRaw, HEADER_BYTES } from "../../../proto/frame-codec.js";
-import { StreamDataSchema } from "../../../proto/gen/session_pb.js";
+import { decodePayload, encodeRaw, HEADER_BYTES } from "./frame-codec.js";
+import { StreamDataSchema } from "./gen/session_pb.js";
 
 function varintLength(n: number): number {
   let len = 1;

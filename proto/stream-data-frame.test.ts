@@ -1,7 +1,7 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { encodeFrame } from "../../../proto/frame-codec.js";
-import { FrameFamily, OutgoingKind, StreamDataSchema, TrafficKind } from "../../../proto/gen/session_pb.js";
+import { encodeFrame } from "./frame-codec.js";
+import { FrameFamily, OutgoingKind, StreamDataSchema, TrafficKind } from "./gen/session_pb.js";
 import { decodeStreamData, encodeStreamData } from "./stream-data-frame.js";
 
 describe("stream-data-frame", () => {
