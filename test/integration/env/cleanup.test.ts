@@ -6,7 +6,7 @@ import { spawn } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterEach, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import { isPortListening, sweepOrphans } from "../../env/index.js";
 import { envRoot, isSameProcessAlive, processStartTime } from "../../env/processes.js";
 import type { FixtureReport } from "../../env/fixtures/report.js";
@@ -147,11 +147,13 @@ describe("cleanup", () => {
     mkdirSync(setDir, { recursive: true });
     const stray = spawn(
       process.execPath,
-      ["-e", "setInterval(() => {}, 1000)", `--kubeconfig=${setDir}/east/admin.kubeconfig`],
+      ["-e", "setInterval(() => {}, 1000)", "--", `--kubeconfig=${setDir}/east/admin.kubeconfig`],
       { detached: true, stdio: "ignore" },
     );
     stray.unref();
     const start = processStartTime(stray.pid!)!;
+    // Until its exec, the child's command line is still its parent's.
+    await vi.waitFor(() => expect(readFileSync(`/proc/${stray.pid}/cmdline`, "utf8")).toContain(setDir));
     await sweepOrphans();
     expect(isSameProcessAlive(stray.pid!, start)).toBe(true); // its set still exists: left alone
     rmSync(setDir, { recursive: true, force: true });
