@@ -7,9 +7,10 @@
 // A connection (unfiltered steal) or request (filtered steal) whose steal is *held* (its
 // session lost its connection and may come back, see port-subscriptions.ts) waits, unread,
 // until the port's subscriptions change: renewed, it goes to the session; dropped, on to
-// the app. Mirror sessions get a copy of what the client sends in every case (in HTTP mode, the
-// requests re-serialized; held mirrors get nothing). Mirror copies never slow the app path: a mirror that cannot
-// keep up loses data (counted), it never exerts backpressure.
+// the app. Mirror sessions get a copy of what the client sends in every case (in HTTP
+// mode, the requests re-serialized; held mirrors get nothing). Mirror copies never slow
+// the app path: a mirror that cannot keep up loses data (counted), it never exerts
+// backpressure.
 import {
   createServer as createHttpServer,
   Agent,
