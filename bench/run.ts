@@ -2,11 +2,13 @@
 //   router [--quick] [--unmasked] [--profile] [--k6 | --k6-only]   see bench/README.md
 //   sessions [--sessions n] [--memory-sessions n] [--concurrency n] [--push-only]
 //   data-path [--quick] [--pin]
+//   agent-mirror [--requests n] [--rounds n] [--cpus list]
 import { Command } from "commander";
 import { defaultRouterBench, runRouterBench } from "./router-bench.js";
 import { runK6Fanout } from "./k6-runner.js";
 import { defaultSessionsBench, runSessionsBench } from "./sessions.js";
 import { defaultDataPathBench, runDataPathBench } from "./data-path.js";
+import { defaultAgentMirrorBench, runAgentMirrorBench } from "./agent-mirror.js";
 
 const program = new Command("bench");
 program
@@ -73,6 +75,21 @@ program
           }
         : defaultDataPathBench),
       pin: o.pin,
+    });
+    process.exit(0);
+  });
+program
+  .command("agent-mirror")
+  .description("the agent alone: CPU per request and req/s with no session vs one mirroring session")
+  .option("--requests <n>", "requests per round", String(defaultAgentMirrorBench.requests))
+  .option("--rounds <n>", "alternating no-session / mirror rounds", String(defaultAgentMirrorBench.rounds))
+  .option("--cpus <list>", "run load, app and agent on these CPUs (taskset list, e.g. 0)")
+  .action(async (o: { requests: string; rounds: string; cpus?: string }) => {
+    await runAgentMirrorBench({
+      ...defaultAgentMirrorBench,
+      requests: Number(o.requests),
+      rounds: Number(o.rounds),
+      ...(o.cpus ? { cpus: o.cpus } : {}),
     });
     process.exit(0);
   });

@@ -1,0 +1,138 @@
+// What mirroring costs the agent itself, away from the rest of the stack: one agent process
+// in front of a trivial app process, a closed loop of keep-alive requests through the
+// agent's traffic port, measured with no session and with one session mirroring the port
+// (a real WebSocket client that reads every copy). Rounds alternate so drift hits both
+// alike. The figure is the agent's CPU time per request (from /proc), which does not depend
+// on how the machine's CPUs are shared; req/s is reported alongside. With `cpus`, every
+// process of the measurement runs on those CPUs (taskset), like a pod with a CPU limit.
+import { execFileSync, spawn, type ChildProcess } from "node:child_process";
+import { createHash } from "node:crypto";
+import { readFileSync } from "node:fs";
+import { AgentClient } from "../data-plane/agent/src/testing/agent-client.js";
+import { freePorts } from "../test/env/ports.js";
+import { closedLoop } from "./load-support.js";
+import { pct, round, writeResult } from "./stats-support.js";
+
+export interface AgentMirrorBenchOptions {
+  requests: number;
+  concurrency: number;
+  rounds: number;
+  /** taskset CPU list for this process, the app and the agent (default: no pinning). */
+  cpus?: string;
+}
+
+export const defaultAgentMirrorBench: AgentMirrorBenchOptions = {
+  requests: 20_000,
+  concurrency: 16,
+  rounds: 3,
+};
+
+const SECRET = "bench-agent-mirror";
+const repo = new URL("..", import.meta.url).pathname;
+
+function cpuSeconds(pid: number): number {
+  const f = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
+  return (Number(f[11]) + Number(f[12])) / 100; // utime + stime, clock ticks
+}
+
+async function waitHealthy(url: string, child: ChildProcess, what: string): Promise<void> {
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    try {
+      if ((await fetch(url)).ok) return;
+    } catch {
+      /* not yet */
+    }
+    if (child.exitCode !== null || Date.now() > deadline) throw new Error(`${what} did not start`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+function start(cmd: string[], cpus: string | undefined): ChildProcess {
+  const [bin, ...args] = cpus ? ["taskset", "-c", cpus, ...cmd] : cmd;
+  return spawn(bin!, args, { cwd: repo, stdio: ["ignore", "ignore", "inherit"] });
+}
+
+export async function runAgentMirrorBench(
+  o: AgentMirrorBenchOptions = defaultAgentMirrorBench,
+): Promise<void> {
+  if (o.cpus) execFileSync("taskset", ["-a", "-p", "-c", o.cpus, String(process.pid)], { stdio: "ignore" });
+  const [appPort, listen, traffic] = await freePorts(3);
+  const app = start(
+    [
+      process.execPath,
+      "-e",
+      `require("http").createServer((q,r)=>{if(q.url==="/healthz")return r.end("ok");q.resume();q.on("end",()=>r.end("ok"))}).listen(${appPort},"127.0.0.1")`,
+    ],
+    o.cpus,
+  );
+  const agent = start(
+    [
+      process.execPath,
+      "--import",
+      "tsx",
+      "data-plane/agent/src/main.ts",
+      `--listen=127.0.0.1:${listen}`,
+      `--app-port=${appPort}:${traffic}`,
+      `--secret-hash=${createHash("sha256").update(SECRET).digest("hex")}`,
+    ],
+    o.cpus,
+  );
+  let client: AgentClient | undefined;
+  try {
+    await waitHealthy(`http://127.0.0.1:${appPort}/healthz`, app, "the app");
+    await waitHealthy(`http://127.0.0.1:${listen}/healthz`, agent, "the agent");
+    const via = `http://127.0.0.1:${traffic}`;
+    const measure = async () => {
+      const c0 = cpuSeconds(agent.pid!);
+      const r = await closedLoop(`${via}/m`, o.concurrency, o.requests);
+      return {
+        reqPerSec: r.reqPerSec,
+        agentUsPerRequest: ((cpuSeconds(agent.pid!) - c0) / o.requests) * 1e6,
+      };
+    };
+    await closedLoop(`${via}/warm`, o.concurrency, 2000);
+    const bare: Array<Awaited<ReturnType<typeof measure>>> = [];
+    const mirrored: Array<Awaited<ReturnType<typeof measure>>> = [];
+    for (let r = 0; r < o.rounds; r++) {
+      if (client) {
+        await client.unsubscribe(1, appPort!);
+        client.close();
+        client = undefined;
+      }
+      bare.push(await measure());
+      // A real session peer: it reads every copy as it arrives (a few MiB over a round).
+      client = await AgentClient.connect(`ws://127.0.0.1:${listen}/v1/sessions/bench`, SECRET, {
+        record: false,
+      });
+      await client.subscribe(1, appPort!, "mirror");
+      mirrored.push(await measure());
+    }
+    const metrics = await (await fetch(`http://127.0.0.1:${listen}/metrics`)).text();
+    const dropped = Number(/^switchyard_agent_mirror_dropped_bytes_total (\d+)/m.exec(metrics)?.[1] ?? "NaN");
+    const med = (xs: number[]) => pct(xs, 50);
+    const us = (xs: typeof bare) => med(xs.map((x) => x.agentUsPerRequest));
+    const rps = (xs: typeof bare) => med(xs.map((x) => x.reqPerSec));
+    const result = {
+      when: new Date().toISOString(),
+      node: process.version,
+      options: o,
+      noSession: bare.map((x) => ({
+        reqPerSec: round(x.reqPerSec, 0),
+        agentUsPerRequest: round(x.agentUsPerRequest, 1),
+      })),
+      mirror: mirrored.map((x) => ({
+        reqPerSec: round(x.reqPerSec, 0),
+        agentUsPerRequest: round(x.agentUsPerRequest, 1),
+      })),
+      mirrorDroppedBytes: dropped,
+      agentCpuPerRequestIncreasePct: round((us(mirrored) / us(bare) - 1) * 100, 1),
+      reqPerSecDropPct: round((1 - rps(mirrored) / rps(bare)) * 100, 1),
+    };
+    console.log(result);
+    console.log(`written ${writeResult("agent-mirror", result)}`);
+  } finally {
+    client?.close();
+    for (const p of [agent, app]) if (p.exitCode === null) p.kill("SIGTERM");
+  }
+}
