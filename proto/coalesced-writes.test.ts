@@ -1,6 +1,6 @@
 import { once } from "node:events";
 import { createConnection, createServer, type AddressInfo, type Socket } from "node:net";
-import { afterEach, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import { coalesceWrites } from "./coalesced-writes.js";
 
 const cleanups: Array<() => void> = [];
@@ -49,5 +49,41 @@ describe("coalesceWrites", () => {
     client.destroy();
     coalesceWrites(client);
     expect(client.writableCorked).toBe(0);
+  });
+});
+
+describe("coalesceWrites, lazy", () => {
+  it("keeps lazy writes past the turn, flushes them with the next ordinary write, in order", async () => {
+    const { client, server } = await pair();
+    const got: Buffer[] = [];
+    server.on("data", (b: Buffer) => got.push(b));
+    coalesceWrites(client, 10_000);
+    client.write("m1");
+    await new Promise((r) => setImmediate(r));
+    expect(client.writableCorked).toBe(1); // still waiting
+    coalesceWrites(client, 10_000);
+    client.write("m2");
+    coalesceWrites(client); // an ordinary frame: everything leaves at the end of this turn
+    client.write("s");
+    await new Promise((r) => setImmediate(r));
+    expect(client.writableCorked).toBe(0);
+    await vi.waitFor(() => expect(Buffer.concat(got).toString()).toBe("m1m2s"));
+  });
+
+  it("flushes lazy writes after their delay, or at once when enough bytes are queued", async () => {
+    const { client, server } = await pair();
+    let received = 0;
+    server.on("data", (b: Buffer) => (received += b.length));
+    coalesceWrites(client, 20);
+    client.write("x");
+    await vi.waitFor(() => expect(received).toBe(1));
+    expect(client.writableCorked).toBe(0);
+    coalesceWrites(client, 10_000);
+    client.write(Buffer.alloc(64 * 1024));
+    coalesceWrites(client, 10_000); // 64 KiB queued: not worth waiting for
+    client.write("y");
+    await new Promise((r) => setImmediate(r));
+    expect(client.writableCorked).toBe(0);
+    await vi.waitFor(() => expect(received).toBe(1 + 64 * 1024 + 1));
   });
 });

@@ -20,6 +20,9 @@ export interface FlowLimits {
   hardLimitBytes: number;
 }
 
+/** How long mirror copies may wait to leave together (see coalesceWrites). */
+const MIRROR_FLUSH_MS = 2;
+
 export const DEFAULT_FLOW_LIMITS: FlowLimits = {
   highWaterBytes: 1024 * 1024,
   lowWaterBytes: 256 * 1024,
@@ -62,10 +65,13 @@ export class SessionFlow {
     return this.ws.bufferedAmount > this.limits.highWaterBytes;
   }
 
-  /** Sends a frame; false when the peer's queue is now above the high-water mark. */
-  send(buf: Buffer): boolean {
+  /**
+   * Sends a frame; false when the peer's queue is now above the high-water mark. A `lazy`
+   * frame (a mirror copy: nobody waits for it) may wait up to 2 ms to leave with others.
+   */
+  send(buf: Buffer, lazy = false): boolean {
     if (this.dead || this.ws.readyState !== this.ws.OPEN) return false;
-    coalesceWrites(this.raw);
+    coalesceWrites(this.raw, lazy ? MIRROR_FLUSH_MS : undefined);
     this.ws.send(buf);
     const queued = this.ws.bufferedAmount;
     if (queued > this.maxBufferedBytes) this.maxBufferedBytes = queued;

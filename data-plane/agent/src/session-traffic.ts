@@ -160,7 +160,7 @@ export class SessionTraffic implements TrafficSession {
         for (let at = 0; at < chunk.length; at += this.maxChunk) {
           const part = chunk.length <= this.maxChunk ? chunk : chunk.subarray(at, at + this.maxChunk);
           this.counters.bytesToClient.traffic += part.length;
-          ok = this.flow.send(encodeStreamData(F, TrafficKind.DATA, id, part)) && ok;
+          ok = this.flow.send(encodeStreamData(F, TrafficKind.DATA, id, part), conn.mode === "mirror") && ok;
         }
         if (!ok && conn.mode === "steal") this.flow.pauseSource(control);
         return ok || conn.mode === "mirror";
