@@ -224,6 +224,7 @@ async function part(stack: EmbeddedStack, o: DataPathBenchOptions) {
       mirrored.push(last.reqPerSec);
     }
     const cpu = cpuDelta(cpuM, cpuSnapshot());
+    const dropped = await eastMirrorDroppedBytes(stack);
     const med = (xs: number[]) => pct(xs, 50);
     result.mirror = {
       concurrency: o.concurrency,
@@ -232,6 +233,8 @@ async function part(stack: EmbeddedStack, o: DataPathBenchOptions) {
       agentNoSessionReqPerSec: baseline.map((x) => round(x, 0)),
       withMirrorReqPerSec: mirrored.map((x) => round(x, 0)),
       withMirrorLastRound: summary(last!.latencies),
+      // A mirror copy the session cannot keep up with is cut (by design): fewer copies, less work.
+      mirrorDroppedBytes: dropped,
       dropVsAgentNoSessionPct: round((1 - med(mirrored) / med(baseline)) * 100, 1),
       dropVsAppAlonePct: round((1 - med(mirrored) / appOnly.reqPerSec) * 100, 1),
       httpPassThrough: {
@@ -287,6 +290,21 @@ async function startBareAgent(host: string, appPort: string) {
       await exited;
     },
   };
+}
+
+/** East's agent's count of mirrored bytes it dropped (its /metrics, found from the member's record). */
+async function eastMirrorDroppedBytes(stack: EmbeddedStack): Promise<number | undefined> {
+  const dir = join(stack.agentsDir, "east");
+  try {
+    const f = readdirSync(dir).find((n) => n.endsWith(".json"));
+    if (!f) return undefined;
+    const r = JSON.parse(readFileSync(join(dir, f), "utf8")) as { host: string; port: number };
+    const text = await (await fetch(`http://${r.host}:${r.port}/metrics`)).text();
+    const m = /^switchyard_agent_mirror_dropped_bytes_total (\d+)/m.exec(text);
+    return m ? Number(m[1]) : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /** Process agents serving east now (from the member's records). */

@@ -190,8 +190,8 @@ export class ProcessGroupDir {
  * started on their own (process agents are spawned detached by control planes, so no
  * record of ours names them). Linux only (/proc); elsewhere a no-op.
  */
-export async function killReferencing(dir: string): Promise<number> {
-  return killWhere((args) => args.some((arg) => arg.includes(`${dir}/`)));
+export async function killReferencing(dir: string, wait = true): Promise<number> {
+  return killWhere((args) => args.some((arg) => arg.includes(`${dir}/`)), wait);
 }
 
 /** Kills processes naming a set directory under `root` that no longer exists (its set was stopped). */
@@ -205,7 +205,7 @@ function killReferencingRemovedSets(root: string): Promise<number> {
   );
 }
 
-async function killWhere(match: (args: string[]) => boolean): Promise<number> {
+async function killWhere(match: (args: string[]) => boolean, wait = true): Promise<number> {
   if (!existsSync("/proc/self/cmdline")) return 0;
   const victims: Recorded[] = [];
   for (const entry of readdirSync("/proc")) {
@@ -227,7 +227,7 @@ async function killWhere(match: (args: string[]) => boolean): Promise<number> {
     }
   }
   const deadline = Date.now() + 10_000;
-  while (victims.some((p) => isSameProcessAlive(p.pid, p.start)) && Date.now() < deadline) {
+  while (wait && victims.some((p) => isSameProcessAlive(p.pid, p.start)) && Date.now() < deadline) {
     await new Promise((r) => setTimeout(r, 50));
   }
   return victims.length;
@@ -258,7 +258,8 @@ export async function killRecorded(dir: string): Promise<number> {
   while (victims.some((p) => isSameProcessAlive(p.pid, p.start)) && Date.now() < deadline) {
     await new Promise((r) => setTimeout(r, 50));
   }
-  killed += await killReferencing(dir);
+  // Strays a component started on its own: SIGKILL, without waiting (teardown is bounded).
+  killed += await killReferencing(dir, false);
   rmSync(dir, { recursive: true, force: true });
   return killed;
 }

@@ -90,7 +90,10 @@ async function expectNothingLeft(r: FixtureReport): Promise<void> {
       `port ${port} held by ${holders.join("; ")}`,
     ).toEqual([]);
   }
-  expect(existsSync(r.dir), `${r.dir} still exists`).toBe(false);
+  expect(
+    existsSync(r.dir),
+    `${r.dir} still exists: ${existsSync(r.dir) ? JSON.stringify(readdirSync(r.dir, { recursive: true })) : ""}`,
+  ).toBe(false);
 }
 
 async function runFixture(name: string): Promise<FixtureReport> {
