@@ -10,6 +10,7 @@ import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { AgentClient } from "../data-plane/agent/src/testing/agent-client.js";
 import { freePorts } from "../test/env/ports.js";
+import { startBareAgent } from "./bare-agent.js";
 import { closedLoop } from "./load-support.js";
 import { pct, round, writeResult } from "./stats-support.js";
 
@@ -57,7 +58,7 @@ export async function runAgentMirrorBench(
   o: AgentMirrorBenchOptions = defaultAgentMirrorBench,
 ): Promise<void> {
   if (o.cpus) execFileSync("taskset", ["-a", "-p", "-c", o.cpus, String(process.pid)], { stdio: "ignore" });
-  const [appPort, listen, traffic] = await freePorts(3);
+  const [appPort] = await freePorts(1);
   const app = start(
     [
       process.execPath,
@@ -66,23 +67,19 @@ export async function runAgentMirrorBench(
     ],
     o.cpus,
   );
-  const agent = start(
-    [
-      process.execPath,
-      "--import",
-      "tsx",
-      "data-plane/agent/src/main.ts",
-      `--listen=127.0.0.1:${listen}`,
-      `--app-port=${appPort}:${traffic}`,
-      `--secret-hash=${createHash("sha256").update(SECRET).digest("hex")}`,
-    ],
-    o.cpus,
-  );
+  const target = await startBareAgent({
+    appPort: appPort!,
+    secretHash: createHash("sha256").update(SECRET).digest("hex"),
+    ...(o.cpus ? { cpus: o.cpus } : {}),
+  }).catch((err: unknown) => {
+    app.kill("SIGTERM");
+    throw err;
+  });
+  const agent = target.child;
   let client: AgentClient | undefined;
   try {
     await waitHealthy(`http://127.0.0.1:${appPort}/healthz`, app, "the app");
-    await waitHealthy(`http://127.0.0.1:${listen}/healthz`, agent, "the agent");
-    const via = `http://127.0.0.1:${traffic}`;
+    const via = target.trafficUrl;
     const measure = async () => {
       const c0 = cpuSeconds(agent.pid!);
       const r = await closedLoop(`${via}/m`, o.concurrency, o.requests);
@@ -102,13 +99,17 @@ export async function runAgentMirrorBench(
       }
       bare.push(await measure());
       // A real session peer: it reads every copy as it arrives (a few MiB over a round).
-      client = await AgentClient.connect(`ws://127.0.0.1:${listen}/v1/sessions/bench`, SECRET, {
-        record: false,
-      });
+      client = await AgentClient.connect(
+        `${target.listenUrl.replace("http:", "ws:")}/v1/sessions/bench`,
+        SECRET,
+        {
+          record: false,
+        },
+      );
       await client.subscribe(1, appPort!, "mirror");
       mirrored.push(await measure());
     }
-    const metrics = await (await fetch(`http://127.0.0.1:${listen}/metrics`)).text();
+    const metrics = await (await fetch(`${target.listenUrl}/metrics`)).text();
     const dropped = Number(/^switchyard_agent_mirror_dropped_bytes_total (\d+)/m.exec(metrics)?.[1] ?? "NaN");
     const med = (xs: number[]) => pct(xs, 50);
     const us = (xs: typeof bare) => med(xs.map((x) => x.agentUsPerRequest));
@@ -133,6 +134,7 @@ export async function runAgentMirrorBench(
     console.log(`written ${writeResult("agent-mirror", result)}`);
   } finally {
     client?.close();
-    for (const p of [agent, app]) if (p.exitCode === null) p.kill("SIGTERM");
+    await target.stop();
+    if (app.exitCode === null) app.kill("SIGTERM");
   }
 }

@@ -12,6 +12,7 @@ import { freePorts } from "../test/env/ports.js";
 import { startEmbeddedStack, type EmbeddedStack } from "../test/env/embedded-stack.js";
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
+import { startBareAgent } from "./bare-agent.js";
 import { applyPinning, planPinning, type Pinning } from "./cpu-pinning.js";
 import { cpuDelta, cpuSnapshot } from "./cpu-support.js";
 import { closedLoop, connectVia, directSocket, paced, startSink, upload } from "./load-support.js";
@@ -207,19 +208,19 @@ async function part(stack: EmbeddedStack, o: DataPathBenchOptions) {
   // member's agents exist only while a session does, so the bench starts one itself on
   // east's address and another traffic port). Rounds alternate baseline / mirror, so drift
   // on a shared machine hits both alike; the drop compares medians.
-  const bare = await startBareAgent(east.ip, new URL(east.appUrl).port);
+  const bare = await startBareAgent({ host: east.ip, appPort: Number(new URL(east.appUrl).port) });
   cli = await startCli(stack, "mirror", localPort!);
   try {
     const repinAll = () => pinning && applyPinning(pinning, [...eastAgentPids(stack), bare.child.pid!]);
     repinAll();
-    await closedLoop(`${bare.url}/warm`, o.concurrency, 500);
+    await closedLoop(`${bare.trafficUrl}/warm`, o.concurrency, 500);
     await closedLoop(`${east.trafficUrl}/warm`, o.concurrency, 500);
     const baseline: number[] = [];
     const mirrored: number[] = [];
     let last: Awaited<ReturnType<typeof closedLoop>> | undefined;
     const cpuM = cpuSnapshot();
     for (let r = 0; r < o.mirrorRounds; r++) {
-      baseline.push((await closedLoop(`${bare.url}/m`, o.concurrency, o.maxRequests)).reqPerSec);
+      baseline.push((await closedLoop(`${bare.trafficUrl}/m`, o.concurrency, o.maxRequests)).reqPerSec);
       last = await closedLoop(`${east.trafficUrl}/m`, o.concurrency, o.maxRequests);
       mirrored.push(last.reqPerSec);
     }
@@ -249,47 +250,6 @@ async function part(stack: EmbeddedStack, o: DataPathBenchOptions) {
     await bare.stop();
   }
   return result;
-}
-
-/** An agent process with no session and no API access, on `host`, in front of `appPort`. */
-async function startBareAgent(host: string, appPort: string) {
-  const [listen, traffic] = await freePorts(2);
-  const child = spawn(
-    process.execPath,
-    [
-      "--import",
-      "tsx",
-      "data-plane/agent/src/main.ts",
-      `--listen=127.0.0.1:${listen}`,
-      `--app-host=${host}`,
-      `--traffic-host=${host}`,
-      `--app-port=${appPort}:${traffic}`,
-      `--secret-hash=${"0".repeat(64)}`,
-    ],
-    { cwd: new URL("..", import.meta.url).pathname, stdio: ["ignore", "ignore", "inherit"] },
-  );
-  const deadline = Date.now() + 30_000;
-  for (;;) {
-    try {
-      const r = await fetch(`http://127.0.0.1:${listen}/healthz`);
-      if (r.ok) break;
-    } catch {
-      /* not up yet */
-    }
-    if (child.exitCode !== null || Date.now() > deadline)
-      throw new Error(`the bare agent did not start (exit ${child.exitCode})`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  return {
-    child,
-    url: `http://${host}:${traffic}`,
-    stop: async () => {
-      if (child.exitCode !== null) return;
-      const exited = new Promise((r) => child.once("exit", r));
-      child.kill("SIGTERM");
-      await exited;
-    },
-  };
 }
 
 /** East's agent's count of mirrored bytes it dropped (its /metrics, found from the member's record). */
