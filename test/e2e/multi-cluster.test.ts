@@ -5,6 +5,7 @@
 // local app; env, files, DNS and outgoing connections must come from east only.
 import { spawn, type ChildProcess } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
+import { request as httpRequest } from "node:http";
 import { createServer, type Server } from "node:net";
 import { join, resolve } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
@@ -112,6 +113,23 @@ async function stopExec(e: Exec): Promise<number | null> {
 async function get(url: string, headers: Record<string, string> = {}) {
   const r = await fetch(url, { headers });
   return { status: r.status, servedBy: r.headers.get("x-served-by"), body: await r.text() };
+}
+
+/**
+ * One GET on a connection of its own. While an agent restarts, a connection it accepts
+ * before the session's steal is back goes to the app and, kept alive, stays there (a steal
+ * takes connections, not requests, see data-plane/agent/README.md); a caller that wants to
+ * see the steal return opens new connections, like curl does.
+ */
+function getFresh(url: string): Promise<{ servedBy: string | undefined }> {
+  return new Promise((res, rej) => {
+    const req = httpRequest(url, { agent: false }, (r) => {
+      r.resume();
+      r.on("end", () => res({ servedBy: r.headers["x-served-by"] as string | undefined }));
+    });
+    req.on("error", rej);
+    req.end();
+  });
 }
 
 beforeAll(async () => {
@@ -303,7 +321,7 @@ describe("switchyard exec across clusters", () => {
       expect((await get(`${east!.trafficUrl}/e1`)).servedBy).toBe("local");
       await until(
         "west's steal to return with a new agent",
-        async () => ((await get(`${west!.trafficUrl}/w2`)).servedBy === "local" ? true : undefined),
+        async () => ((await getFresh(`${west!.trafficUrl}/w2`)).servedBy === "local" ? true : undefined),
         60_000,
       );
       expect(e.output()).toMatch(
