@@ -78,6 +78,8 @@ export interface EmbeddedStack {
   logDir: string;
   /** Process agents' records and logs, one folder per workload cluster (under logDir when one was given). */
   agentsDir: string;
+  /** `switchyard` flags that aim a command at the demo target as the developer, through the Primary routers. */
+  developerCliArgs: string[];
   /** Kills one Primary router (by index) — to exercise client reconnects. */
   killPrimaryRouter(index: number): Promise<void>;
   stop(): Promise<void>;
@@ -477,6 +479,15 @@ export async function startEmbeddedStack(options: EmbeddedStackOptions = {}): Pr
       developer,
       logDir,
       agentsDir: agentDir,
+      developerCliArgs: [
+        "--kubeconfig",
+        developer.kubeconfigPath,
+        "-n",
+        "default",
+        "-t",
+        "deployment/demo",
+        ...primaryRouterPorts.flatMap((p) => ["--router", `ws://127.0.0.1:${p}`]),
+      ],
       killPrimaryRouter: async (index) => {
         const p = primaryRouters[index];
         if (!p) throw new Error(`no primary router ${index}`);
