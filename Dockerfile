@@ -10,11 +10,11 @@ WORKDIR /src
 COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
+COPY lib ./lib
 COPY proto ./proto
 COPY control-plane ./control-plane
 COPY data-plane ./data-plane
 COPY cli ./cli
-COPY test/env ./test/env
 # `build` generates proto/gen (buf) and compiles to dist/; then drop dev dependencies.
 RUN npm run build && npm prune --omit=dev --no-audit --no-fund
 

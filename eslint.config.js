@@ -1,11 +1,24 @@
-// Lint rules for the whole repository. Dependency direction (proto <- data-plane,
-// control-plane <- cli) is enforced here so a wrong import fails CI, not review.
+// Lint rules for the whole repository. The dependency fences (lib <- proto <- components;
+// router, agent, control plane and CLI never import each other; product code never
+// imports tests) are enforced here so a wrong import fails `npm run lint`, not review.
 import js from "@eslint/js";
 import tseslint from "typescript-eslint";
 
 const noImport = (...groups) => ({
   "no-restricted-imports": ["error", { patterns: groups.map((g) => ({ group: g.from, message: g.why })) }],
 });
+
+const noTests = {
+  from: ["**/test/**", "**/bench/**"],
+  why: "product code never imports tests, test support or benchmarks",
+};
+
+// A part's fences: its product files get `groups` plus the ban on tests; its unit tests
+// (*.test.ts beside the code) get `groups` only, so they may use test/support and test/peers.
+const fence = (files, ...groups) => [
+  { files, ignores: ["**/*.test.ts"], rules: noImport(...groups, noTests) },
+  { files: files.map((f) => f.replace(/\*\.ts$/, "*.test.ts")), rules: noImport(...groups) },
+];
 
 export default tseslint.config(
   { ignores: ["node_modules/**", "dist/**", "coverage/**", "**/gen/**", "bench/results/**"] },
@@ -17,25 +30,44 @@ export default tseslint.config(
       "@typescript-eslint/consistent-type-imports": "error",
     },
   },
-  {
-    files: ["data-plane/**/*.ts"],
-    rules: noImport(
-      { from: ["**/control-plane/**"], why: "the data plane never imports control-plane code" },
-      { from: ["**/cli/**"], why: "the data plane never imports the CLI" },
-    ),
-  },
-  {
-    files: ["control-plane/**/*.ts"],
-    rules: noImport(
-      { from: ["**/data-plane/**"], why: "the control plane never imports data-plane internals" },
-      { from: ["**/cli/**"], why: "the control plane never imports the CLI" },
-    ),
-  },
-  {
-    files: ["proto/**/*.ts"],
-    rules: noImport({
-      from: ["**/control-plane/**", "**/data-plane/**", "**/cli/**"],
-      why: "proto is the bottom layer",
-    }),
-  },
+  // Fences: what each part may import (each folder's README says the same).
+  ...fence(["lib/**/*.ts"], {
+    from: ["**/proto/**", "**/control-plane/**", "**/data-plane/**", "**/cli/**"],
+    why: "lib/ is the bottom layer: shared mechanisms import nothing of the project",
+  }),
+  ...fence(["proto/**/*.ts"], {
+    from: ["**/control-plane/**", "**/data-plane/**", "**/cli/**"],
+    why: "proto/ holds the contracts: it imports nothing of the components (lib/ only)",
+  }),
+  ...fence(
+    ["data-plane/router/**/*.ts"],
+    {
+      from: ["**/control-plane/**"],
+      why: "the router never imports control-plane code (they talk over RouteDiscovery)",
+    },
+    { from: ["**/agent/src/**"], why: "router and agent never import each other (they share proto/)" },
+    { from: ["**/cli/**"], why: "the data plane never imports the CLI" },
+  ),
+  ...fence(
+    ["data-plane/agent/**/*.ts"],
+    { from: ["**/control-plane/**"], why: "the agent never imports control-plane code" },
+    { from: ["**/router/src/**"], why: "router and agent never import each other (they share proto/)" },
+    { from: ["**/cli/**"], why: "the data plane never imports the CLI" },
+  ),
+  ...fence(
+    ["control-plane/**/*.ts"],
+    {
+      from: ["**/data-plane/**"],
+      why: "the control plane never imports the data plane (it pushes tables over RouteDiscovery)",
+    },
+    { from: ["**/cli/**"], why: "the control plane never imports the CLI" },
+  ),
+  ...fence(
+    ["cli/**/*.ts"],
+    {
+      from: ["**/control-plane/**"],
+      why: "the CLI depends on contracts only (proto/, proto/api/), never the control plane",
+    },
+    { from: ["**/data-plane/**"], why: "the CLI depends on contracts only (proto/), never the data plane" },
+  ),
 );

@@ -10,7 +10,9 @@ export default defineConfig({
       {
         test: {
           name: "unit",
-          include: ["{proto,control-plane,data-plane,cli,bench,test/env}/**/*.test.ts"],
+          include: [
+            "{lib,proto,control-plane,data-plane,cli,bench,test/env,test/lint,test/support,test/peers}/**/*.test.ts",
+          ],
           exclude: ["**/node_modules/**", "**/dist/**", "**/*.integration.test.ts"],
           testTimeout: 20_000,
         },

@@ -5,12 +5,14 @@
 // alike. The figure is the agent's CPU time per request (from /proc), which does not depend
 // on how the machine's CPUs are shared; req/s is reported alongside. With `cpus`, every
 // process of the measurement runs on those CPUs (taskset), like a pod with a CPU limit.
-import { execFileSync, spawn, type ChildProcess } from "node:child_process";
+import { execFileSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
-import { AgentClient } from "../data-plane/agent/src/testing/agent-client.js";
+import { AgentClient } from "../test/peers/agent-client.js";
 import { freePorts } from "../test/env/ports.js";
+import { launch } from "../test/support/launch.js";
 import { startBareAgent } from "./bare-agent.js";
+import { onCpus } from "./cpu-pinning.js";
 import { closedLoop } from "./load-support.js";
 import { pct, round, writeResult } from "./stats-support.js";
 
@@ -29,29 +31,10 @@ export const defaultAgentMirrorBench: AgentMirrorBenchOptions = {
 };
 
 const SECRET = "bench-agent-mirror";
-const repo = new URL("..", import.meta.url).pathname;
 
 function cpuSeconds(pid: number): number {
   const f = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
   return (Number(f[11]) + Number(f[12])) / 100; // utime + stime, clock ticks
-}
-
-async function waitHealthy(url: string, child: ChildProcess, what: string): Promise<void> {
-  const deadline = Date.now() + 30_000;
-  for (;;) {
-    try {
-      if ((await fetch(url)).ok) return;
-    } catch {
-      /* not yet */
-    }
-    if (child.exitCode !== null || Date.now() > deadline) throw new Error(`${what} did not start`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
-
-function start(cmd: string[], cpus: string | undefined): ChildProcess {
-  const [bin, ...args] = cpus ? ["taskset", "-c", cpus, ...cmd] : cmd;
-  return spawn(bin!, args, { cwd: repo, stdio: ["ignore", "ignore", "inherit"] });
 }
 
 export async function runAgentMirrorBench(
@@ -59,33 +42,36 @@ export async function runAgentMirrorBench(
 ): Promise<void> {
   if (o.cpus) execFileSync("taskset", ["-a", "-p", "-c", o.cpus, String(process.pid)], { stdio: "ignore" });
   const [appPort] = await freePorts(1);
-  const app = start(
-    [
+  const app = await launch({
+    name: "app",
+    ...onCpus(o.cpus, [
       process.execPath,
       "-e",
       `require("http").createServer((q,r)=>{if(q.url==="/healthz")return r.end("ok");q.resume();q.on("end",()=>r.end("ok"))}).listen(${appPort},"127.0.0.1")`,
-    ],
-    o.cpus,
-  );
+    ]),
+    ready: async () => (await fetch(`http://127.0.0.1:${appPort}/healthz`)).ok,
+    readyTimeoutMs: 30_000,
+    readyIntervalMs: 100,
+    echoStderr: true,
+  });
   const target = await startBareAgent({
     appPort: appPort!,
     secretHash: createHash("sha256").update(SECRET).digest("hex"),
     ...(o.cpus ? { cpus: o.cpus } : {}),
-  }).catch((err: unknown) => {
-    app.kill("SIGTERM");
+  }).catch(async (err: unknown) => {
+    await app.stop();
     throw err;
   });
-  const agent = target.child;
+  const agentPid = target.pid;
   let client: AgentClient | undefined;
   try {
-    await waitHealthy(`http://127.0.0.1:${appPort}/healthz`, app, "the app");
     const via = target.trafficUrl;
     const measure = async () => {
-      const c0 = cpuSeconds(agent.pid!);
+      const c0 = cpuSeconds(agentPid);
       const r = await closedLoop(`${via}/m`, o.concurrency, o.requests);
       return {
         reqPerSec: r.reqPerSec,
-        agentUsPerRequest: ((cpuSeconds(agent.pid!) - c0) / o.requests) * 1e6,
+        agentUsPerRequest: ((cpuSeconds(agentPid) - c0) / o.requests) * 1e6,
       };
     };
     await closedLoop(`${via}/warm`, o.concurrency, 2000);
@@ -135,6 +121,6 @@ export async function runAgentMirrorBench(
   } finally {
     client?.close();
     await target.stop();
-    if (app.exitCode === null) app.kill("SIGTERM");
+    await app.stop();
   }
 }

@@ -1,11 +1,12 @@
 // An agent process for benchmarks, started straight from the source with no session, no
 // API access and no control plane: the baseline "agent in the path" that mirror and steal
 // figures are compared with.
-import { spawn, type ChildProcess } from "node:child_process";
 import { freePorts } from "../test/env/ports.js";
+import { launch } from "../test/support/launch.js";
+import { onCpus } from "./cpu-pinning.js";
 
 export interface BareAgent {
-  child: ChildProcess;
+  pid: number;
   /** Protocol endpoint (ws://…/v1/sessions/<id>, /healthz, /metrics). */
   listenUrl: string;
   /** Where the app's traffic enters (http://host:port). */
@@ -37,32 +38,19 @@ export async function startBareAgent(o: BareAgentOptions): Promise<BareAgent> {
     `--app-port=${o.appPort}:${traffic}`,
     `--secret-hash=${o.secretHash ?? "0".repeat(64)}`,
   ];
-  const [bin, ...args] = o.cpus ? ["taskset", "-c", o.cpus, ...cmd] : cmd;
-  const child = spawn(bin!, args, {
-    cwd: new URL("..", import.meta.url).pathname,
-    stdio: ["ignore", "ignore", "inherit"],
-  });
   const listenUrl = `http://127.0.0.1:${listen}`;
-  const deadline = Date.now() + 30_000;
-  for (;;) {
-    try {
-      if ((await fetch(`${listenUrl}/healthz`)).ok) break;
-    } catch {
-      /* not up yet */
-    }
-    if (child.exitCode !== null || Date.now() > deadline)
-      throw new Error(`the bare agent did not start (exit ${child.exitCode})`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
+  const proc = await launch({
+    name: "bare-agent",
+    ...onCpus(o.cpus, cmd),
+    ready: async () => (await fetch(`${listenUrl}/healthz`)).ok,
+    readyTimeoutMs: 30_000,
+    readyIntervalMs: 100,
+    echoStderr: true,
+  });
   return {
-    child,
+    pid: proc.pid,
     listenUrl,
     trafficUrl: `http://${host}:${traffic}`,
-    stop: async () => {
-      if (child.exitCode !== null) return;
-      const exited = new Promise((r) => child.once("exit", r));
-      child.kill("SIGTERM");
-      await exited;
-    },
+    stop: () => proc.stop(Infinity),
   };
 }

@@ -36,6 +36,12 @@ function pin(pid: number, cpus: string): void {
   }
 }
 
+/** `cmd` (command and arguments) run on `cpus` (a taskset list) when given. */
+export function onCpus(cpus: string | undefined, cmd: string[]): { command: string; args: string[] } {
+  const [command, ...args] = cpus ? ["taskset", "-c", cpus, ...cmd] : cmd;
+  return { command: command!, args };
+}
+
 /** Applies `p` now (call again after processes start: new ones inherit their parent's CPUs). */
 export function applyPinning(p: Pinning, inClusterPids: readonly number[]): void {
   const inCluster = new Set([process.pid, ...inClusterPids]);

@@ -7,8 +7,8 @@
 //   3. outgoing bulk upload through the CLI's HTTP CONNECT proxy (leaving from east) vs a
 //      direct connection to the same local sink.
 // Numbers only; nothing here asserts speed.
-import { spawn, type ChildProcess } from "node:child_process";
 import { freePorts } from "../test/env/ports.js";
+import { launch, tsx, type LaunchedProcess } from "../test/support/launch.js";
 import { startEmbeddedStack, type EmbeddedStack } from "../test/env/embedded-stack.js";
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
@@ -47,8 +47,7 @@ export const defaultDataPathBench: DataPathBenchOptions = {
 };
 
 interface Cli {
-  child: ChildProcess;
-  out: string;
+  proc: LaunchedProcess<Cli["proxy"]>;
   proxy: { http: string; socks: string };
 }
 
@@ -63,50 +62,42 @@ async function startCli(
     `const s=require("http").createServer((q,r)=>{q.resume();q.on("end",()=>r.end("ok"))});` +
     `s.keepAliveTimeout=60000;s.listen(${localPort},"127.0.0.1",()=>console.log("local up "+` +
     `JSON.stringify({http:process.env.HTTP_PROXY||"",socks:process.env.ALL_PROXY||""})))`;
-  const child = spawn(
-    process.execPath,
-    [
-      // SWITCHYARD_BENCH_CLI_PROFILE_DIR=<dir>: V8 CPU profiles of the CLI processes there.
-      ...(process.env.SWITCHYARD_BENCH_CLI_PROFILE_DIR
-        ? ["--cpu-prof", `--cpu-prof-dir=${process.env.SWITCHYARD_BENCH_CLI_PROFILE_DIR}`]
-        : []),
-      "--import",
-      "tsx",
+  const proc = await launch({
+    name: "switchyard-exec",
+    ...tsx(
       "cli/src/main.ts",
-      "exec",
-      ...stack.developerCliArgs,
-      `--${mode}`,
-      "--port",
-      `8080:${localPort}`,
-      ...extra,
-      "--",
-      process.execPath,
-      "-e",
-      app,
-    ],
-    { cwd: new URL("..", import.meta.url).pathname, stdio: ["ignore", "pipe", "pipe"] },
-  );
-  const cli: Cli = { child, out: "", proxy: { http: "", socks: "" } };
-  child.stdout!.on("data", (b: Buffer) => (cli.out += b.toString()));
-  child.stderr!.on("data", (b: Buffer) => (cli.out += b.toString()));
-  const deadline = Date.now() + 90_000;
-  for (;;) {
-    const m = /local up (\{.*\})/.exec(cli.out);
-    if (m && /(stealing|mirroring) port 8080/.test(cli.out)) {
-      cli.proxy = JSON.parse(m[1]!) as Cli["proxy"];
-      return cli;
-    }
-    if (child.exitCode !== null || Date.now() > deadline)
-      throw new Error(`switchyard exec did not come up (exit ${child.exitCode}):\n${cli.out}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
+      [
+        "exec",
+        ...stack.developerCliArgs,
+        `--${mode}`,
+        "--port",
+        `8080:${localPort}`,
+        ...extra,
+        "--",
+        process.execPath,
+        "-e",
+        app,
+      ],
+      // SWITCHYARD_BENCH_CLI_PROFILE_DIR=<dir>: V8 CPU profiles of the CLI processes there.
+      process.env.SWITCHYARD_BENCH_CLI_PROFILE_DIR
+        ? ["--cpu-prof", `--cpu-prof-dir=${process.env.SWITCHYARD_BENCH_CLI_PROFILE_DIR}`]
+        : [],
+    ),
+    ready: (p) => {
+      const m = /local up (\{.*\})/.exec(p.output());
+      return m && /(stealing|mirroring) port 8080/.test(p.output())
+        ? (JSON.parse(m[1]!) as Cli["proxy"])
+        : undefined;
+    },
+    readyTimeoutMs: 90_000,
+    readyIntervalMs: 100,
+  });
+  return { proc, proxy: proc.ready };
 }
 
-async function stopCli(cli: Cli): Promise<void> {
-  if (cli.child.exitCode !== null) return;
-  const exited = new Promise((r) => cli.child.once("exit", r));
-  cli.child.kill("SIGINT");
-  await exited;
+/** Ctrl-C, as a developer stops it (the session is deleted on the way out). */
+function stopCli(cli: Cli): Promise<void> {
+  return cli.proc.stop(Infinity, "SIGINT");
 }
 
 async function part(stack: EmbeddedStack, o: DataPathBenchOptions) {
@@ -205,7 +196,7 @@ async function part(stack: EmbeddedStack, o: DataPathBenchOptions) {
   const bare = await startBareAgent({ host: east.ip, appPort: Number(new URL(east.appUrl).port) });
   cli = await startCli(stack, "mirror", localPort!);
   try {
-    const repinAll = () => pinning && applyPinning(pinning, [...eastAgentPids(stack), bare.child.pid!]);
+    const repinAll = () => pinning && applyPinning(pinning, [...eastAgentPids(stack), bare.pid]);
     repinAll();
     await closedLoop(`${bare.trafficUrl}/warm`, o.concurrency, 500);
     await closedLoop(`${east.trafficUrl}/warm`, o.concurrency, 500);

@@ -1,4 +1,4 @@
-// Runs bench/k6/router-fanout.js against a real router with 3 test agents (see
+// Runs bench/k6/router-fanout.js against a real router with 3 scripted agents (see
 // bench/README.md). Needs the k6 binary built by `npm run binaries` (test/env/binaries.ts).
 import { spawn } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
@@ -6,7 +6,7 @@ import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { binaryPath } from "../test/env/binaries.js";
-import { hashSecret } from "../data-plane/router/src/client-auth.js";
+import { hashSecret } from "../proto/session-auth.js";
 import { spawnTs, stopProc, type Proc } from "./router-bench.js";
 
 const repo = resolve(dirname(fileURLToPath(import.meta.url)), "..");
@@ -20,12 +20,12 @@ export async function runK6Fanout(): Promise<void> {
   const procs: Proc[] = [];
   try {
     const agents = await spawnTs(
-      "data-plane/test-agent/src/main.ts",
+      "test/peers/scripted-agents-main.ts",
       ["--agents", "east,west,north", "--secret", "k6-agent"],
       (l) => "agents" in l,
     );
     procs.push(agents);
-    const ports = agents.line.agents as Record<string, number>;
+    const ports = agents.ready.agents as Record<string, number>;
     const dir = mkdtempSync(join(tmpdir(), "switchyard-k6-"));
     const routesFile = join(dir, "routes.json");
     const route = (id: string, names: string[]) => ({
@@ -65,7 +65,7 @@ export async function runK6Fanout(): Promise<void> {
             "--summary-export",
             summary,
             "-e",
-            `ROUTER_URL=ws://127.0.0.1:${router.line.port as number}/v1/sessions/${session}`,
+            `ROUTER_URL=ws://127.0.0.1:${router.ready.port as number}/v1/sessions/${session}`,
             "-e",
             "SECRET=k6-client",
             join(repo, "bench/k6/router-fanout.js"),

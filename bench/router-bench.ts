@@ -7,16 +7,15 @@
 // small-frame and 16 KiB bulk echo throughput, and router heap per idle session
 // (1,000 sessions × 3 upstreams). Prints a table with ratios against issue 3's goals and
 // writes JSON to bench/results/. Agents, relay and router are separate processes.
-import { spawn, type ChildProcess } from "node:child_process";
 import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { cpus, tmpdir } from "node:os";
-import { dirname, join, resolve } from "node:path";
-import { createInterface } from "node:readline";
+import { basename, dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import * as pb from "../proto/gen/session_pb.js";
 import { encodeFrame } from "../proto/frame-codec.js";
-import { hashSecret } from "../data-plane/router/src/client-auth.js";
-import { SessionClient } from "../data-plane/test-agent/src/test-client.js";
+import { hashSecret } from "../proto/session-auth.js";
+import { RawSessionClient } from "../test/peers/raw-session-client.js";
+import { launch, tsx, type LaunchedProcess, type LogLine } from "../test/support/launch.js";
 
 const repo = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 const F = pb.FrameFamily;
@@ -44,41 +43,28 @@ export const defaultRouterBench: RouterBenchOptions = {
   unmasked: false,
 };
 
-export interface Proc {
-  child: ChildProcess;
-  line: Record<string, unknown>;
-}
+/** A benchmark peer process; `ready` is the JSON line it announced itself with. */
+export type Proc = LaunchedProcess<LogLine>;
 
+/** Starts a TypeScript entry point; ready once it prints a JSON line `ready` accepts. */
 export function spawnTs(
   script: string,
   args: string[],
-  ready: (l: Record<string, unknown>) => boolean,
+  ready: (l: LogLine) => boolean,
   nodeArgs: string[] = [],
 ): Promise<Proc> {
-  const child = spawn(process.execPath, [...nodeArgs, "--import", "tsx", join(repo, script), ...args], {
-    cwd: repo,
-    stdio: ["ignore", "pipe", "inherit"],
-  });
-  return new Promise((resolveProc, reject) => {
-    const rl = createInterface({ input: child.stdout! });
-    rl.on("line", (text) => {
-      try {
-        const l = JSON.parse(text) as Record<string, unknown>;
-        if (ready(l)) resolveProc({ child, line: l });
-      } catch {
-        // not JSON
-      }
-    });
-    child.once("exit", (code) => reject(new Error(`${script} exited with ${code} before it was ready`)));
+  return launch({
+    name: basename(script, ".ts"),
+    ...tsx(script, args, nodeArgs),
+    ready: (p) => p.logs.find(ready),
+    readyTimeoutMs: Infinity,
+    echoStderr: true,
   });
 }
 
+/** SIGTERM, and wait as long as it takes (a CPU profile is written on the way out). */
 export function stopProc(p: Proc): Promise<void> {
-  return new Promise((r) => {
-    if (p.child.exitCode !== null) return r();
-    p.child.once("exit", () => r());
-    p.child.kill("SIGTERM");
-  });
+  return p.stop(Infinity);
 }
 
 /** User + system CPU of a process from /proc (Linux), microseconds; 0 elsewhere. */
@@ -104,7 +90,7 @@ interface Latency {
 
 /** Sequential round trips of `frame` (after rounds/5 warm-up ones); the reply is any frame of `replyFamily`. Microseconds. */
 async function roundTrips(
-  client: SessionClient,
+  client: RawSessionClient,
   frame: Buffer,
   replyFamily: number,
   rounds: number,
@@ -151,7 +137,7 @@ interface Throughput {
 
 /** Echo throughput with `window` frames in flight. */
 async function throughput(
-  client: SessionClient,
+  client: RawSessionClient,
   frame: Buffer,
   total: number,
   window: number,
@@ -194,8 +180,8 @@ function pingFrame(): Buffer {
   });
 }
 
-async function connect(url: string, secret: string, clusters: string[]): Promise<SessionClient> {
-  const c = await SessionClient.connect(url, secret);
+async function connect(url: string, secret: string, clusters: string[]): Promise<RawSessionClient> {
+  const c = await RawSessionClient.connect(url, secret);
   for (const cl of clusters) await c.upstreamStatus(cl, pb.UpstreamState.UP, 15_000);
   c.stopRecording();
   return c;
@@ -211,12 +197,12 @@ export async function runRouterBench(
     const ports: Record<string, number> = {};
     for (const name of ["east", "west", "north"]) {
       const agentProc = await spawnTs(
-        "data-plane/test-agent/src/main.ts",
+        "test/peers/scripted-agents-main.ts",
         ["--agents", name, "--secret", AGENT_SECRET],
         (l) => "agents" in l,
       );
       procs.push(agentProc);
-      Object.assign(ports, agentProc.line.agents as Record<string, number>);
+      Object.assign(ports, agentProc.ready.agents as Record<string, number>);
     }
     const agentUrl = (name: string, session: string) =>
       `ws://127.0.0.1:${ports[name]}/v1/sessions/${session}`;
@@ -256,12 +242,16 @@ export async function runRouterBench(
         : ["--expose-gc"],
     );
     procs.push(router);
-    const routerPort = router.line.port as number;
+    const routerPort = router.ready.port as number;
     const routerUrl = (s: string) => `ws://127.0.0.1:${routerPort}/v1/sessions/${s}`;
 
     const targets = {
       direct: await connect(agentUrl("east", "direct"), AGENT_SECRET, []),
-      relay: await connect(`ws://127.0.0.1:${relay.line.port as number}/v1/sessions/relay`, AGENT_SECRET, []),
+      relay: await connect(
+        `ws://127.0.0.1:${relay.ready.port as number}/v1/sessions/relay`,
+        AGENT_SECRET,
+        [],
+      ),
       router1: await connect(routerUrl("bench-1"), CLIENT_SECRET, ["east"]),
       router3: await connect(routerUrl("bench-3"), CLIENT_SECRET, ["east", "west", "north"]),
     };
@@ -286,9 +276,9 @@ export async function runRouterBench(
     // CPU of the middle hop (relay or router process) during throughput runs: unlike
     // wall-clock rates it does not depend on what else this shared machine is doing.
     const hopPid: Record<string, number | undefined> = {
-      relay: relay.child.pid,
-      router1: router.child.pid,
-      router3: router.child.pid,
+      relay: relay.pid,
+      router1: router.pid,
+      router3: router.pid,
     };
     const hopCpu = (n: string) => {
       const pid = hopPid[n];
@@ -353,7 +343,7 @@ export async function runRouterBench(
         rss: number;
       };
     const m0 = await mem();
-    const idle: SessionClient[] = [];
+    const idle: RawSessionClient[] = [];
     for (let i = 0; i < opts.idleSessions; i += 50) {
       const batch = [];
       for (let j = i; j < Math.min(i + 50, opts.idleSessions); j++)

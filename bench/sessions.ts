@@ -8,9 +8,10 @@
 // Numbers only; nothing here asserts speed.
 import { execFileSync } from "node:child_process";
 import { readFileSync } from "node:fs";
-import { KubeSessions, type SessionHandle } from "../cli/src/sdk/kube-sessions.js";
-import { readOperator } from "../cli/src/sdk/operator-info.js";
+import { KubeSessions, type SessionHandle } from "../cli/src/sdk/kube/kube-sessions.js";
+import { readOperator } from "../cli/src/sdk/kube/operator-info.js";
 import { startEmbeddedStack, type EmbeddedStack } from "../test/env/embedded-stack.js";
+import { eventually } from "../test/support/poll.js";
 import { measurePushCost } from "./route-push-support.js";
 import { round, summary, writeResult } from "./stats-support.js";
 
@@ -60,14 +61,14 @@ async function untilOnAllRouters(routerUrls: string[], id: string, timeoutMs = 3
   const t0 = performance.now();
   const bases = routerUrls.map((u) => u.replace(/^ws/, "http"));
   await Promise.all(
-    bases.map(async (b) => {
-      for (;;) {
-        const body = await (await fetch(`${b}/debug/routes`)).text();
-        if (body.includes(`"${id}"`)) return;
-        if (performance.now() - t0 > timeoutMs)
-          throw new Error(`${id} not on router ${b} after ${timeoutMs} ms`);
-      }
-    }),
+    bases.map((b) =>
+      // No pause between polls: the time to the routers is what is measured.
+      eventually(
+        `${id} on router ${b}`,
+        async () => (await (await fetch(`${b}/debug/routes`)).text()).includes(`"${id}"`),
+        { timeoutMs, intervalMs: 0 },
+      ),
+    ),
   );
   return performance.now() - t0;
 }
@@ -82,12 +83,14 @@ async function openOne(kube: KubeSessions, op: Awaited<ReturnType<typeof readOpe
 async function stackPart(stack: EmbeddedStack, o: SessionsBenchOptions) {
   const kc = stack.developer.kubeConfig();
   // The control plane writes the operator's status shortly after the stack is up.
-  let op = await readOperator(kc).catch(() => undefined);
-  for (let i = 0; i < 300 && !op?.status?.routerEndpoint; i++) {
-    await new Promise((r) => setTimeout(r, 100));
-    op = await readOperator(kc).catch(() => undefined);
-  }
-  if (!op) op = await readOperator(kc);
+  const op = await eventually(
+    "the operator's router endpoint",
+    async () => {
+      const o = await readOperator(kc);
+      return o.status?.routerEndpoint ? o : undefined;
+    },
+    { timeoutMs: 30_000, intervalMs: 100 },
+  );
   const kube = new KubeSessions(kc);
   const handles: SessionHandle[] = [];
   const cpPid = primaryControlPlanePid();

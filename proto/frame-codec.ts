@@ -18,6 +18,7 @@
 // `setConnectionId` patches a received Buffer in place.
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import type { DescMessage, MessageInitShape, MessageShape } from "@bufbuild/protobuf";
+import { ErrorCode } from "./error-codes.js";
 import { FrameError } from "./frame-errors.js";
 import { isKnownFamily, isKnownKind, payloadSchemaOf } from "./frame-catalog.js";
 
@@ -102,37 +103,37 @@ export function frameCheckError(
     case FrameCheck.Truncated:
       return buf.length < HEADER_BYTES
         ? mk(
-            "SWITCHYARD_FRAME_TRUNCATED",
+            ErrorCode.FRAME_TRUNCATED,
             `frame of ${buf.length} bytes is shorter than the ${HEADER_BYTES}-byte header; send one whole frame per WebSocket message`,
           )
         : mk(
-            "SWITCHYARD_FRAME_TRUNCATED",
+            ErrorCode.FRAME_TRUNCATED,
             `header declares a ${declared}-byte payload but only ${buf.length - HEADER_BYTES} bytes follow; the frame was cut short`,
           );
     case FrameCheck.BadLength:
       return mk(
-        "SWITCHYARD_FRAME_BAD_LENGTH",
+        ErrorCode.FRAME_BAD_LENGTH,
         `header declares a ${declared}-byte payload but ${buf.length - HEADER_BYTES} bytes follow; set bytes 12-15 to the payload length`,
       );
     case FrameCheck.Oversized:
       return mk(
-        "SWITCHYARD_FRAME_OVERSIZED",
+        ErrorCode.FRAME_OVERSIZED,
         `payload of ${Math.max(declared, buf.length - HEADER_BYTES)} bytes exceeds the ${maxPayloadBytes}-byte limit; split the data into smaller frames`,
       );
     case FrameCheck.ReservedBits:
       return mk(
-        "SWITCHYARD_FRAME_RESERVED_BITS",
+        ErrorCode.FRAME_RESERVED_BITS,
         `flags 0x${(buf[2] ?? 0).toString(16)} / reserved byte ${buf[3] ?? 0} use bits this protocol version does not define; they must be 0`,
       );
     case FrameCheck.UnknownFamily:
       return mk(
-        "SWITCHYARD_FRAME_UNKNOWN_FAMILY",
+        ErrorCode.FRAME_UNKNOWN_FAMILY,
         `frame family ${family} is not defined by this protocol version`,
       );
     case FrameCheck.UnknownKind:
-      return mk("SWITCHYARD_FRAME_UNKNOWN_KIND", `kind ${kind} is not defined for frame family ${family}`);
+      return mk(ErrorCode.FRAME_UNKNOWN_KIND, `kind ${kind} is not defined for frame family ${family}`);
     default:
-      return mk("SWITCHYARD_FRAME_BAD_PAYLOAD", `frame rejected (check ${String(check)})`);
+      return mk(ErrorCode.FRAME_BAD_PAYLOAD, `frame rejected (check ${String(check)})`);
   }
 }
 
@@ -184,7 +185,7 @@ export function encodeFrame<S extends DescMessage>(
   const expected = payloadSchemaOf(header.family, header.kind);
   if (expected === undefined || expected.typeName !== schema.typeName) {
     throw new FrameError(
-      "SWITCHYARD_FRAME_UNKNOWN_KIND",
+      ErrorCode.FRAME_UNKNOWN_KIND,
       `family ${header.family} kind ${header.kind} carries ${expected?.typeName ?? "nothing"}, not ${schema.typeName}`,
       header.family,
       header.kind,
@@ -204,7 +205,7 @@ export function decodePayload<S extends DescMessage>(buf: Buffer, schema: S): Me
     return fromBinary(schema, buf.subarray(HEADER_BYTES));
   } catch (err) {
     throw new FrameError(
-      "SWITCHYARD_FRAME_BAD_PAYLOAD",
+      ErrorCode.FRAME_BAD_PAYLOAD,
       `payload is not a valid ${schema.typeName}: ${(err as Error).message}`,
       buf[0] ?? 0,
       buf[1] ?? 0,

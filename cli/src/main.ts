@@ -5,15 +5,15 @@
 import { existsSync, realpathSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { Command, Option } from "commander";
-import { CliError } from "./sdk/cli-errors.js";
-import { loadKubeConfig } from "./sdk/kube-access.js";
-import { resolveNamespace } from "./sdk/open-session.js";
+import { CliError, CliErrorCode } from "./sdk/cli-errors.js";
+import { loadKubeConfig } from "./sdk/kube/kube-access.js";
+import { resolveNamespace } from "./sdk/kube/open-session.js";
 import {
   readConfigFile,
   resolveConfig,
   type SessionConfigFile,
   type SessionFlags,
-} from "./sdk/session-config.js";
+} from "./sdk/local/session-config.js";
 import { execCommand } from "./commands/exec-command.js";
 import { parseOutputFormat, processOut, reportError, type Out } from "./commands/output.js";
 import { envCommand, filesCatCommand, filesLsCommand } from "./commands/remote-commands.js";
@@ -83,7 +83,7 @@ function readyTimeoutMs(o: SessionCmdOpts): number {
   const s = Number(o.readyTimeout ?? "120");
   if (!Number.isFinite(s) || s <= 0)
     throw new CliError(
-      "SWITCHYARD_CLI_INVALID_OPTION",
+      CliErrorCode.INVALID_OPTION,
       `--ready-timeout "${o.readyTimeout}" must be a positive number of seconds`,
     );
   return s * 1000;

@@ -2,7 +2,8 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { ControlPlaneOptionError, parseControlPlaneArgs, parseListen } from "./control-plane-options.js";
+import { OptionError } from "../../lib/option-error.js";
+import { parseControlPlaneArgs, parseListen } from "./control-plane-options.js";
 
 const base = [
   "--namespace",
@@ -69,8 +70,8 @@ describe("parseControlPlaneArgs", () => {
       parseControlPlaneArgs(argv, {});
       expect.unreachable();
     } catch (err) {
-      expect(err).toBeInstanceOf(ControlPlaneOptionError);
-      expect((err as ControlPlaneOptionError).flag).toBe(flag);
+      expect(err).toBeInstanceOf(OptionError);
+      expect((err as OptionError).option).toBe(flag);
     }
   });
 });

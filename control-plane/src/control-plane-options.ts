@@ -1,9 +1,11 @@
 // Command-line options of the control-plane process, parsed and validated in one place.
 // Every error names the flag and what to give instead; the Helm chart renders exactly
-// these flags (charts/switchyard/templates/_helpers.tpl).
+// these flags (charts/switchyard/templates/_helpers.tpl). Errors are `OptionError`s whose
+// `option` is the flag; main.ts exits with status 2 on them.
 import { readFileSync } from "node:fs";
 import { hostname } from "node:os";
 import { Command, Option } from "commander";
+import { OptionError } from "../../lib/option-error.js";
 
 export type ControlPlaneMode = "primary" | "member" | "both";
 
@@ -59,24 +61,11 @@ export interface ControlPlaneOptions {
   installCrds: boolean;
 }
 
-export class ControlPlaneOptionError extends Error {
-  readonly code = "SWITCHYARD_CONTROL_PLANE_OPTION";
-  constructor(
-    readonly flag: string,
-    problem: string,
-  ) {
-    super(`${flag}: ${problem}`);
-  }
-}
-
 export function parseListen(flag: string, value: string): ListenAddress {
   const m = /^(?:(\[[0-9a-fA-F:]+\]|[^:]*):)?(\d{1,5})$/.exec(value);
   const port = m ? Number(m[2]) : NaN;
   if (!m || port > 65535) {
-    throw new ControlPlaneOptionError(
-      flag,
-      `"${value}" is not host:port or :port (e.g. :9443 or 127.0.0.1:0)`,
-    );
+    throw new OptionError(flag, `"${value}" is not host:port or :port (e.g. :9443 or 127.0.0.1:0)`);
   }
   const host = (m[1] ?? "").replace(/^\[|\]$/g, "") || "0.0.0.0";
   return { host, port };
@@ -92,7 +81,7 @@ function list(v: string | undefined): string[] {
 function seconds(flag: string, v: string): number {
   const n = Number(v);
   if (!Number.isFinite(n) || n <= 0)
-    throw new ControlPlaneOptionError(flag, `must be a positive number of seconds, got "${v}"`);
+    throw new OptionError(flag, `must be a positive number of seconds, got "${v}"`);
   return Math.round(n * 1000);
 }
 
@@ -100,10 +89,7 @@ function readPem(flag: string, path: string): string {
   try {
     return readFileSync(path, "utf8");
   } catch (err) {
-    throw new ControlPlaneOptionError(
-      flag,
-      `cannot read ${path}: ${(err as NodeJS.ErrnoException).code ?? err}`,
-    );
+    throw new OptionError(flag, `cannot read ${path}: ${(err as NodeJS.ErrnoException).code ?? err}`);
   }
 }
 
@@ -172,31 +158,28 @@ export function parseControlPlaneArgs(
     cmd.parse(argv, { from: "user" });
   } catch (err) {
     const e = err as { code?: string; message: string };
-    throw new ControlPlaneOptionError("arguments", e.message.replace(/^error: /, ""));
+    throw new OptionError("arguments", e.message.replace(/^error: /, ""));
   }
   const o = cmd.opts<Record<string, string | boolean | string[] | undefined>>();
   const mode = o.mode as ControlPlaneMode;
   const namespace = o.namespace as string | undefined;
   if (!namespace || !dnsLabel.test(namespace)) {
-    throw new ControlPlaneOptionError(
+    throw new OptionError(
       "--namespace",
       `give the control plane's namespace (or set POD_NAMESPACE), got "${namespace ?? ""}"`,
     );
   }
   const clusterName = o.clusterName as string;
   if (!dnsLabel.test(clusterName)) {
-    throw new ControlPlaneOptionError(
-      "--cluster-name",
-      `"${clusterName}" is not an RFC 1123 label (a-z, 0-9, '-')`,
-    );
+    throw new OptionError("--cluster-name", `"${clusterName}" is not an RFC 1123 label (a-z, 0-9, '-')`);
   }
   const plaintext = o.grpcPlaintext === true;
   const certFile = o.tlsCert as string | undefined;
   const keyFile = o.tlsKey as string | undefined;
   if (plaintext && (certFile || keyFile))
-    throw new ControlPlaneOptionError("--grpc-plaintext", "cannot be combined with --tls-cert/--tls-key");
+    throw new OptionError("--grpc-plaintext", "cannot be combined with --tls-cert/--tls-key");
   if (!plaintext && (!certFile || !keyFile)) {
-    throw new ControlPlaneOptionError(
+    throw new OptionError(
       "--tls-cert",
       "routing tables carry secrets: give --tls-cert and --tls-key (or --grpc-plaintext in the embedded environment)",
     );
@@ -213,47 +196,41 @@ export function parseControlPlaneArgs(
   const routerServiceAccounts = ((o.routerServiceAccount as string[] | undefined) ?? []).map((s) => {
     const [ns, name, extra] = s.split("/");
     if (!ns || !name || extra !== undefined)
-      throw new ControlPlaneOptionError("--router-service-account", `"${s}" is not namespace/name`);
+      throw new OptionError("--router-service-account", `"${s}" is not namespace/name`);
     return { namespace: ns, name };
   });
   if (routerServiceAccounts.length === 0 && !clientCa) {
-    throw new ControlPlaneOptionError(
+    throw new OptionError(
       "--router-service-account",
       "name at least one router ServiceAccount (namespace/name) or give --router-client-ca: otherwise no router can receive routes",
     );
   }
   const routerEndpoint = o.routerEndpoint as string | undefined;
   if (routerEndpoint !== undefined && !/^wss?:\/\/[^/]+/.test(routerEndpoint)) {
-    throw new ControlPlaneOptionError(
-      "--router-endpoint",
-      `"${routerEndpoint}" is not a ws:// or wss:// URL`,
-    );
+    throw new OptionError("--router-endpoint", `"${routerEndpoint}" is not a ws:// or wss:// URL`);
   }
   if ((mode === "member" || mode === "both") && !routerEndpoint) {
-    throw new ControlPlaneOptionError(
+    throw new OptionError(
       "--router-endpoint",
       "member mode publishes each child's gateway under this URL: give the ws(s):// URL of this cluster's routers",
     );
   }
   const provisioner = o.agentProvisioner as "sidecar" | "process";
   if (provisioner === "process" && !o.agentKubeconfig) {
-    throw new ControlPlaneOptionError(
-      "--agent-kubeconfig",
-      "the process provisioner needs a kubeconfig for its agents",
-    );
+    throw new OptionError("--agent-kubeconfig", "the process provisioner needs a kubeconfig for its agents");
   }
   const leaseDurationMs = seconds("--leader-lease-duration-seconds", o.leaderLeaseDurationSeconds as string);
   const renewDeadlineMs = seconds("--leader-renew-deadline-seconds", o.leaderRenewDeadlineSeconds as string);
   const retryPeriodMs = seconds("--leader-retry-period-seconds", o.leaderRetryPeriodSeconds as string);
   if (!(retryPeriodMs < renewDeadlineMs && renewDeadlineMs < leaseDurationMs)) {
-    throw new ControlPlaneOptionError(
+    throw new OptionError(
       "--leader-renew-deadline-seconds",
       "need retry period < renew deadline < lease duration",
     );
   }
   const offset = Number(o.agentTrafficPortOffset);
   if (!Number.isInteger(offset) || offset < 0 || offset > 60000) {
-    throw new ControlPlaneOptionError(
+    throw new OptionError(
       "--agent-traffic-port-offset",
       `must be an integer 0-60000, got "${o.agentTrafficPortOffset as string}"`,
     );
@@ -261,10 +238,7 @@ export function parseControlPlaneArgs(
   const kinds = list(o.allowedTargetKinds as string | undefined);
   for (const k of kinds) {
     if (!["deployment", "statefulset", "pod"].includes(k)) {
-      throw new ControlPlaneOptionError(
-        "--allowed-target-kinds",
-        `"${k}" is not one of deployment, statefulset, pod`,
-      );
+      throw new OptionError("--allowed-target-kinds", `"${k}" is not one of deployment, statefulset, pod`);
     }
   }
   return {

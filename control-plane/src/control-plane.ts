@@ -13,7 +13,7 @@ import { join } from "node:path";
 import { KubeConfig } from "@kubernetes/client-node";
 import { pino, type Logger } from "pino";
 import { Registry } from "prom-client";
-import { installCrds } from "./crds/index.js";
+import { OptionError } from "../../lib/option-error.js";
 import type { ControlPlaneOptions } from "./control-plane-options.js";
 import { HealthServer } from "./health-server.js";
 import { runOperatorIdentity } from "./operator-identity.js";
@@ -33,13 +33,13 @@ import {
   RouterAuthenticator,
   TokenReviewAuthenticator,
 } from "./route-discovery/index.js";
-import { ControllerMetrics } from "./runtime/index.js";
+import { ControllerMetrics, installCrds } from "./runtime/index.js";
 import {
   HeartbeatTracker,
   SessionController,
   SessionMetrics,
   registryWorkloadClusters,
-} from "./sessions/index.js";
+} from "./primary/index.js";
 
 export interface RunningControlPlane {
   /** Bound RouteDiscovery port and URL (useful with port 0). */
@@ -69,7 +69,7 @@ function provisionerFor(o: ControlPlaneOptions, kc: KubeConfig, logger: Logger):
       logger,
     });
   }
-  if (!o.agentImage) throw new Error("--agent-image: the sidecar provisioner needs the agent image");
+  if (!o.agentImage) throw new OptionError("--agent-image", "the sidecar provisioner needs the agent image");
   return new SidecarAgentProvisioner({ kubeConfig: kc, agentImage: o.agentImage, logger });
 }
 

@@ -2,7 +2,8 @@
 // on SIGTERM/SIGINT. An invalid flag or configuration exits with status 2 and a message
 // naming what to fix.
 import { pino } from "pino";
-import { ControlPlaneOptionError, parseControlPlaneArgs } from "./control-plane-options.js";
+import { OptionError } from "../../lib/option-error.js";
+import { parseControlPlaneArgs } from "./control-plane-options.js";
 import { startControlPlane } from "./control-plane.js";
 
 async function main(): Promise<number> {
@@ -10,7 +11,7 @@ async function main(): Promise<number> {
   try {
     options = parseControlPlaneArgs(process.argv.slice(2));
   } catch (err) {
-    if (err instanceof ControlPlaneOptionError) {
+    if (err instanceof OptionError) {
       process.stderr.write(`switchyard-control-plane: ${err.message}\n`);
       return 2;
     }

@@ -6,13 +6,14 @@
 // spec, connectedClusters and its conditions.
 import type { KubeConfig } from "@kubernetes/client-node";
 import type { Logger } from "pino";
+import { sleep } from "../../lib/abortable-sleep.js";
 import { PROTOCOL_VERSION_MAX } from "../../proto/frame-version.js";
 import {
   OPERATOR_OBJECT_NAME,
   switchyardOperatorClient,
   type KnownFeature,
   type SwitchyardOperatorStatus,
-} from "./crds/index.js";
+} from "../../proto/api/v1alpha1/index.js";
 import type { ControlPlaneMode } from "./control-plane-options.js";
 
 /** Version of this control plane (kept in step with package.json by the release). */
@@ -77,9 +78,6 @@ export async function runOperatorIdentity(
       logger.warn({ err: (err as Error).message }, "publishing the operator identity failed; retrying");
       wait = Math.min(intervalMs, 5_000);
     }
-    await new Promise<void>((resolve) => {
-      const t = setTimeout(resolve, wait);
-      signal.addEventListener("abort", () => (clearTimeout(t), resolve()), { once: true });
-    });
+    await sleep(wait, signal);
   }
 }

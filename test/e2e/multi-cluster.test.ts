@@ -3,65 +3,38 @@
 // control planes, routers and agents — with a local app under exec. Requests sent to
 // east's and west's agents (what a Service in each cluster would route to) must reach the
 // local app; env, files, DNS and outgoing connections must come from east only.
-import { spawn, type ChildProcess } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
 import { request as httpRequest } from "node:http";
 import { createServer, type Server } from "node:net";
-import { join, resolve } from "node:path";
+import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { clusterSessionClient, multiClusterSessionClient } from "../../control-plane/src/crds/index.js";
-import { ApiSources } from "../../data-plane/agent/src/api-sources.js";
-import { resolveContainerEnv } from "../../data-plane/agent/src/env-resolver.js";
+import { clusterSessionClient, multiClusterSessionClient } from "../../proto/api/v1alpha1/index.js";
+import { ApiSources } from "../../data-plane/agent/src/target/api-sources.js";
+import { resolveContainerEnv } from "../../data-plane/agent/src/target/env-resolver.js";
 import { startEmbeddedStack, type EmbeddedStack } from "../env/embedded-stack.js";
 import { freePorts } from "../env/ports.js";
+import { launch, repoRoot, tsx, type LaunchedProcess } from "../support/launch.js";
+import { eventually, type PollOptions } from "../support/poll.js";
 
-const repo = resolve(import.meta.dirname, "../..");
 let stack: EmbeddedStack;
 let sink: Server;
 let sinkPort = 0;
-const running: ChildProcess[] = [];
+const running: Array<LaunchedProcess<unknown>> = [];
+const POLL: PollOptions = { timeoutMs: 60_000, intervalMs: 250 };
 
 interface Exec {
-  child: ChildProcess;
+  proc: LaunchedProcess;
   localPort: number;
   output: () => string;
-  exited: Promise<number | null>;
-}
-
-async function until<T>(what: string, fn: () => Promise<T | undefined>, timeoutMs = 60_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  for (;;) {
-    try {
-      const v = await fn();
-      if (v !== undefined) return v;
-      last = undefined; // only the latest attempt's failure explains a timeout
-    } catch (err) {
-      last = err;
-    }
-    if (Date.now() > deadline)
-      throw new Error(`timed out waiting for ${what}${last ? `: ${describeError(last)}` : ""}`);
-    await new Promise((r) => setTimeout(r, 250));
-  }
-}
-
-/** An error with its causes (fetch's "fetch failed" says why only in `cause`). */
-function describeError(err: unknown): string {
-  const parts: string[] = [];
-  for (let e: unknown = err; e && parts.length < 4; e = (e as { cause?: unknown }).cause)
-    parts.push(String(e));
-  return parts.join(" <- ");
+  exited: Promise<number | string>;
 }
 
 /** Starts `switchyard exec … -- node local-app.mjs` and waits until the local app is serving. */
 async function exec(flags: string[]): Promise<Exec> {
   const localPort = (await freePorts(1))[0]!;
-  const child = spawn(
-    process.execPath,
-    [
-      "--import",
-      "tsx",
-      join(repo, "cli/src/main.ts"),
+  const proc = await launch({
+    name: "switchyard-exec",
+    ...tsx("cli/src/main.ts", [
       "exec",
       ...stack.developerCliArgs,
       "--port",
@@ -69,24 +42,15 @@ async function exec(flags: string[]): Promise<Exec> {
       ...flags,
       "--",
       process.execPath,
-      join(repo, "test/e2e/fixtures/local-app.mjs"),
-    ],
-    { cwd: repo, env: { ...process.env, LOCAL_PORT: String(localPort) }, stdio: ["ignore", "pipe", "pipe"] },
-  );
-  running.push(child);
-  let out = "";
-  child.stdout!.on("data", (b: Buffer) => (out += b.toString()));
-  child.stderr!.on("data", (b: Buffer) => (out += b.toString()));
-  const exited = new Promise<number | null>((r) => child.once("exit", (code) => r(code)));
-  await until(
-    "the local app under exec",
-    async () => {
-      if (child.exitCode !== null) throw new Error(`exec exited ${child.exitCode}:\n${out}`);
-      return out.includes("local app ready") ? true : undefined;
-    },
-    120_000,
-  );
-  return { child, localPort, output: () => out, exited };
+      join(repoRoot, "test/e2e/fixtures/local-app.mjs"),
+    ]),
+    env: { LOCAL_PORT: String(localPort) },
+    ready: (p) => p.output().includes("local app ready"),
+    readyTimeoutMs: 120_000,
+    readyIntervalMs: 250,
+  });
+  running.push(proc);
+  return { proc, localPort, output: () => proc.output(), exited: proc.exited };
 }
 
 /** Runs `fn`; on failure, adds what the CLI printed to the error. */
@@ -99,8 +63,9 @@ async function showingOutput<T>(e: Exec, fn: () => Promise<T>): Promise<T> {
   }
 }
 
-async function stopExec(e: Exec): Promise<number | null> {
-  if (e.child.exitCode === null) e.child.kill("SIGINT");
+/** Ctrl-C, as a developer stops it; resolves with its exit status. */
+async function stopExec(e: Exec): Promise<number | string> {
+  await e.proc.stop(Infinity, "SIGINT");
   return e.exited;
 }
 
@@ -140,12 +105,7 @@ beforeAll(async () => {
 }, 240_000);
 
 afterEach(async () => {
-  for (const c of running.splice(0)) {
-    if (c.exitCode === null && c.signalCode === null) {
-      c.kill("SIGKILL");
-      await new Promise((r) => c.once("exit", r));
-    }
-  }
+  for (const p of running.splice(0)) await p.stop(0, "SIGKILL");
 });
 
 afterAll(async () => {
@@ -158,10 +118,14 @@ describe("switchyard exec across clusters", () => {
     const e = await exec(["--steal"]);
     const { east, west } = stack.workloads;
     const before = east!.appRequests.length + west!.appRequests.length;
-    const a = await until("a stolen request through east", async () => {
-      const r = await get(`${east!.trafficUrl}/orders/1`);
-      return r.servedBy === "local" ? r : undefined;
-    });
+    const a = await eventually(
+      "a stolen request through east",
+      async () => {
+        const r = await get(`${east!.trafficUrl}/orders/1`);
+        return r.servedBy === "local" ? r : undefined;
+      },
+      POLL,
+    );
     expect(a.body).toBe("local app: GET /orders/1\n");
     const b = await get(`${west!.trafficUrl}/orders/2`);
     expect(b.servedBy).toBe("local");
@@ -173,10 +137,14 @@ describe("switchyard exec across clusters", () => {
 
   it("runs the command with east's resolved environment", async () => {
     const e = await exec(["--steal"]);
-    const env = await until("the env endpoint", async () => {
-      const r = await get(`http://127.0.0.1:${e.localPort}/env`);
-      return JSON.parse(r.body) as Record<string, string>;
-    });
+    const env = await eventually(
+      "the env endpoint",
+      async () => {
+        const r = await get(`http://127.0.0.1:${e.localPort}/env`);
+        return JSON.parse(r.body) as Record<string, string>;
+      },
+      POLL,
+    );
     const east = stack.workloads.east!.cluster;
     const sources = new ApiSources(east.kubeConfig());
     const pods = await east
@@ -200,27 +168,35 @@ describe("switchyard exec across clusters", () => {
   it("mirrors: the cluster apps still answer and the local app sees copies", async () => {
     const e = await exec(["--mirror"]);
     const { east, west } = stack.workloads;
-    await until("mirrored copies on the local app", async () => {
-      const r1 = await get(`${east!.trafficUrl}/m/east`);
-      const r2 = await get(`${west!.trafficUrl}/m/west`);
-      expect(r1.servedBy).toBe("app-east");
-      expect(r2.servedBy).toBe("app-west");
-      const seen = JSON.parse((await get(`http://127.0.0.1:${e.localPort}/seen`)).body) as Array<{
-        path: string;
-      }>;
-      const paths = seen.map((s) => s.path);
-      return paths.includes("/m/east") && paths.includes("/m/west") ? true : undefined;
-    });
+    await eventually(
+      "mirrored copies on the local app",
+      async () => {
+        const r1 = await get(`${east!.trafficUrl}/m/east`);
+        const r2 = await get(`${west!.trafficUrl}/m/west`);
+        expect(r1.servedBy).toBe("app-east");
+        expect(r2.servedBy).toBe("app-west");
+        const seen = JSON.parse((await get(`http://127.0.0.1:${e.localPort}/seen`)).body) as Array<{
+          path: string;
+        }>;
+        const paths = seen.map((s) => s.path);
+        return paths.includes("/m/east") && paths.includes("/m/west") ? true : undefined;
+      },
+      POLL,
+    );
     await stopExec(e);
   });
 
   it("steals only requests matching a header filter", async () => {
     const e = await exec(["--steal", "--http-header", "X-User: alice"]);
     const { east, west } = stack.workloads;
-    await until("a filtered steal", async () => {
-      const r = await get(`${east!.trafficUrl}/a`, { "x-user": "alice" });
-      return r.servedBy === "local" ? r : undefined;
-    });
+    await eventually(
+      "a filtered steal",
+      async () => {
+        const r = await get(`${east!.trafficUrl}/a`, { "x-user": "alice" });
+        return r.servedBy === "local" ? r : undefined;
+      },
+      POLL,
+    );
     expect((await get(`${west!.trafficUrl}/a`, { "x-user": "alice" })).servedBy).toBe("local");
     expect((await get(`${east!.trafficUrl}/a`, { "x-user": "bob" })).servedBy).toBe("app-east");
     expect((await get(`${west!.trafficUrl}/a`)).servedBy).toBe("app-west");
@@ -229,36 +205,26 @@ describe("switchyard exec across clusters", () => {
 
   it("sends outgoing connections out of east only", async () => {
     const e = await exec(["--steal"]);
-    const r = await until("an outgoing connection through the proxy", async () => {
-      const x = await get(`http://127.0.0.1:${e.localPort}/out?target=127.0.0.1:${sinkPort}`);
-      return x.status === 200 ? x : undefined;
-    });
+    const r = await eventually(
+      "an outgoing connection through the proxy",
+      async () => {
+        const x = await get(`http://127.0.0.1:${e.localPort}/out?target=127.0.0.1:${sinkPort}`);
+        return x.status === 200 ? x : undefined;
+      },
+      POLL,
+    );
     // East's agent binds its outgoing sockets to east's address; west's would be 127.0.0.3.
     expect(r.body.trim()).toBe(`from ${stack.workloads.east!.ip}`);
     await stopExec(e);
   });
 
   it("reads a file from east's ConfigMap mount", async () => {
-    const out = await new Promise<{ code: number | null; text: string }>((res) => {
-      const c = spawn(
-        process.execPath,
-        [
-          "--import",
-          "tsx",
-          join(repo, "cli/src/main.ts"),
-          "files",
-          "cat",
-          "/etc/demo/settings.yaml",
-          ...stack.developerCliArgs,
-        ],
-        { cwd: repo, stdio: ["ignore", "pipe", "pipe"] },
-      );
-      running.push(c);
-      let text = "";
-      c.stdout!.on("data", (b: Buffer) => (text += b.toString()));
-      c.stderr!.on("data", (b: Buffer) => (text += b.toString()));
-      c.once("exit", (code) => res({ code, text }));
+    const cat = await launch({
+      name: "switchyard-files-cat",
+      ...tsx("cli/src/main.ts", ["files", "cat", "/etc/demo/settings.yaml", ...stack.developerCliArgs]),
     });
+    running.push(cat);
+    const out = { code: await cat.exited, text: cat.output() };
     expect(out.text).toContain("cluster: east");
     expect(out.code).toBe(0);
   });
@@ -269,21 +235,25 @@ describe("switchyard exec across clusters", () => {
     const e = await exec(["--steal"]);
     const east = stack.workloads.east!;
     await showingOutput(e, async () => {
-      await until("steal before", async () =>
-        (await get(`${east.trafficUrl}/r1`)).servedBy === "local" ? true : undefined,
+      await eventually(
+        "steal before",
+        async () => ((await get(`${east.trafficUrl}/r1`)).servedBy === "local" ? true : undefined),
+        POLL,
       );
       const inUse = /connected to router (ws:\/\/[^/\s]+)/.exec(e.output())![1]!;
       const index = stack.primaryRouterUrls.indexOf(inUse);
       expect(index).toBeGreaterThanOrEqual(0);
       await stack.killPrimaryRouter(index);
-      await until(
+      await eventually(
         "steal after the router died",
         async () => ((await get(`${east.trafficUrl}/r2`)).servedBy === "local" ? true : undefined),
-        60_000,
+        { ...POLL, timeoutMs: 60_000 },
       );
       const other = stack.primaryRouterUrls[1 - index]!;
-      await until("the CLI to report the new router", async () =>
-        e.output().includes(`reconnected through ${other}`) ? true : undefined,
+      await eventually(
+        "the CLI to report the new router",
+        async () => (e.output().includes(`reconnected through ${other}`) ? true : undefined),
+        POLL,
       );
     });
     await stopExec(e);
@@ -293,24 +263,29 @@ describe("switchyard exec across clusters", () => {
     const e = await exec(["--steal"]);
     const { east, west } = stack.workloads;
     await showingOutput(e, async () => {
-      await until("steal in east and west", async () =>
-        (await get(`${west!.trafficUrl}/w1`)).servedBy === "local" &&
-        (await get(`${east!.trafficUrl}/e0`)).servedBy === "local"
-          ? true
-          : undefined,
+      await eventually(
+        "steal in east and west",
+        async () =>
+          (await get(`${west!.trafficUrl}/w1`)).servedBy === "local" &&
+          (await get(`${east!.trafficUrl}/e0`)).servedBy === "local"
+            ? true
+            : undefined,
+        POLL,
       );
       const agentsDir = join(stack.agentsDir, "west");
       const record = readdirSync(agentsDir).find((f) => f.endsWith(".json"))!;
       const { pid } = JSON.parse(readFileSync(join(agentsDir, record), "utf8")) as { pid: number };
       process.kill(pid, "SIGKILL");
-      await until("the client to hear about west", async () =>
-        /cluster west\/\S+ is unreachable/.test(e.output()) ? true : undefined,
+      await eventually(
+        "the client to hear about west",
+        async () => (/cluster west\/\S+ is unreachable/.test(e.output()) ? true : undefined),
+        POLL,
       );
       expect((await get(`${east!.trafficUrl}/e1`)).servedBy).toBe("local");
-      await until(
+      await eventually(
         "west's steal to return with a new agent",
         async () => ((await getFresh(`${west!.trafficUrl}/w2`)).servedBy === "local" ? true : undefined),
-        60_000,
+        { ...POLL, timeoutMs: 60_000 },
       );
       expect(e.output()).toMatch(
         /cluster west\/\S+ is connected[\s\S]*is unreachable[\s\S]*cluster west\/\S+ is connected/,
@@ -322,29 +297,31 @@ describe("switchyard exec across clusters", () => {
   it("cleans up everything after the TTL when the CLI is killed", async () => {
     const e = await exec(["--steal", "--ttl", "10"]);
     const name = /session (mc-[0-9a-f]{16})/.exec(e.output())![1]!;
-    e.child.kill("SIGKILL");
+    e.proc.kill("SIGKILL");
     await e.exited;
     const parents = multiClusterSessionClient(stack.primary.kubeConfig());
-    await until(
+    await eventually(
       "the parent to be deleted",
       async () => ((await parents.get({ namespace: "default", name })) ? undefined : true),
-      120_000,
+      { ...POLL, timeoutMs: 120_000 },
     );
     // The children go once their members have cleaned up (a member finalizer holds each).
     for (const w of Object.values(stack.workloads)) {
       const children = clusterSessionClient(w.cluster.kubeConfig());
-      await until(
+      await eventually(
         `the child in ${w.name} to be deleted`,
         async () =>
           (await children.get({ namespace: "default", name: `${name}-${w.name}` })) ? undefined : true,
-        60_000,
+        { ...POLL, timeoutMs: 60_000 },
       );
     }
     // With no session left on the target, each member releases its process agent.
     for (const w of Object.values(stack.workloads)) {
       const dir = join(stack.agentsDir, w.name);
-      await until(`${w.name}'s agent to be released`, async () =>
-        readdirSync(dir).some((f) => f.endsWith(".json")) ? undefined : true,
+      await eventually(
+        `${w.name}'s agent to be released`,
+        async () => (readdirSync(dir).some((f) => f.endsWith(".json")) ? undefined : true),
+        POLL,
       );
     }
   });

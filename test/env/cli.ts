@@ -12,6 +12,7 @@ import { ensureBinaries, binaryPath, type BinaryName } from "./binaries.js";
 import { startClusterSet } from "./cluster-set.js";
 import { startEmbeddedStack } from "./embedded-stack.js";
 import { envRoot, isSameProcessAlive, processStartTime } from "./processes.js";
+import { eventually } from "../support/poll.js";
 
 interface UpState {
   pid: number;
@@ -116,7 +117,9 @@ program
       return;
     }
     process.kill(s.pid, "SIGTERM");
-    while (isSameProcessAlive(s.pid, s.start)) await new Promise((r) => setTimeout(r, 100));
+    await eventually("the cluster set to stop", () => !isSameProcessAlive(s.pid, s.start), {
+      timeoutMs: Infinity,
+    });
     console.log("stopped");
   });
 

@@ -18,6 +18,7 @@ import {
 } from "./pki.js";
 import { freePorts } from "./ports.js";
 import { envRoot, ProcessGroupDir, sweepOrphans, type ManagedProcess } from "./processes.js";
+import { eventually, PollTimeoutError } from "../support/poll.js";
 
 export interface ClusterSetOptions {
   /** Cluster names (RFC 1123 labels), e.g. ["primary", "east", "west"]. */
@@ -118,19 +119,17 @@ async function waitFor(
   deadline: number,
   check: () => Promise<boolean>,
 ): Promise<void> {
-  for (;;) {
-    if (await check()) return;
-    if (proc?.hasExited()) {
-      throw new ClusterSetError(
-        `${what} exited before it was ready. Log ${proc.logFile}:\n${proc.logTail()}`,
-      );
-    }
-    if (Date.now() > deadline) {
-      throw new ClusterSetError(
-        `${what} was not ready in time.` + (proc ? ` Log ${proc.logFile}:\n${proc.logTail()}` : ""),
-      );
-    }
-    await new Promise((r) => setTimeout(r, 150));
+  const log = () => (proc ? ` Log ${proc.logFile}:\n${proc.logTail()}` : "");
+  try {
+    await eventually(what, check, {
+      timeoutMs: Math.max(0, deadline - Date.now()),
+      intervalMs: 150,
+      giveUp: () =>
+        proc?.hasExited() ? new ClusterSetError(`${what} exited before it was ready.${log()}`) : undefined,
+    });
+  } catch (err) {
+    if (err instanceof PollTimeoutError) throw new ClusterSetError(`${what} was not ready in time.${log()}`);
+    throw err;
   }
 }
 

@@ -7,10 +7,8 @@
 // plane (process agents), a gateway router, and a demo app standing in for the pod's
 // container. Each workload cluster gets its own loopback address (127.0.0.2, .3, …), so its
 // app, its agent's traffic port and its agent's outgoing connections are told apart.
-import { spawn, type ChildProcess } from "node:child_process";
 import { createServer, type Server } from "node:http";
 import {
-  createWriteStream,
   existsSync,
   mkdirSync,
   mkdtempSync,
@@ -20,19 +18,18 @@ import {
   writeFileSync,
 } from "node:fs";
 import { tmpdir } from "node:os";
-import { dirname, join, resolve } from "node:path";
-import { createInterface } from "node:readline";
-import { fileURLToPath } from "node:url";
+import { join } from "node:path";
 import { AppsV1Api, CoreV1Api, RbacAuthorizationV1Api, type KubeConfig } from "@kubernetes/client-node";
-import { switchyardOperatorClient } from "../../control-plane/src/crds/index.js";
+import { switchyardOperatorClient } from "../../proto/api/v1alpha1/index.js";
 import { startClusterSet, type ClusterSet, type ClusterUser, type TestCluster } from "./cluster-set.js";
 import { chartDir, Helm } from "./helm.js";
 import { writeKubeconfig } from "./kubeconfig.js";
 import { runPods } from "./kubelet.js";
 import { freePorts } from "./ports.js";
 import { killReferencing } from "./processes.js";
+import { launch, tsx, type LaunchedProcess, type LogLine } from "../support/launch.js";
+import { eventually } from "../support/poll.js";
 
-const repo = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 export const STACK_NAMESPACE = "switchyard";
 const AUDIENCE = "switchyard-route-discovery";
 /** The demo app's container port; each cluster's agent takes its traffic on APP_PORT + TRAFFIC_OFFSET. */
@@ -85,11 +82,7 @@ export interface EmbeddedStack {
   stop(): Promise<void>;
 }
 
-interface Proc {
-  name: string;
-  child: ChildProcess;
-  logs: Array<Record<string, unknown>>;
-}
+type Proc = LaunchedProcess<unknown>;
 
 const b64 = (s: string) => Buffer.from(s).toString("base64");
 
@@ -102,44 +95,40 @@ async function token(kc: KubeConfig, sa: string, audiences: string[] = []): Prom
   return tr.status!.token;
 }
 
-function startProcess(name: string, script: string, args: string[], logDir: string): Proc {
-  const child = spawn(process.execPath, ["--import", "tsx", join(repo, script), ...args], {
-    cwd: repo,
-    stdio: ["ignore", "pipe", "pipe"],
+/** Starts one component from its entry point into `procs`, logging to `<logDir>/<name>.log`. */
+function startProcess<R = true>(
+  procs: Proc[],
+  name: string,
+  script: string,
+  args: string[],
+  logDir: string,
+  ready?: (p: LaunchedProcess<unknown>) => R | undefined,
+): Promise<LaunchedProcess<R>> {
+  const logFile = join(logDir, `${name}.log`);
+  writeFileSync(logFile, ""); // a fresh log per run, also in a caller's logDir
+  return launch<R>({
+    name,
+    ...tsx(script, args),
+    logFile,
+    // Long-lived: keep the newest log lines only.
+    maxLogLines: 2000,
+    ...(ready ? { ready } : {}),
+    readyTimeoutMs: 90_000,
+    readyIntervalMs: 100,
+    onStart: (p) => procs.push(p),
   });
-  const log = createWriteStream(join(logDir, `${name}.log`));
-  const logs: Array<Record<string, unknown>> = [];
-  createInterface({ input: child.stdout! }).on("line", (line) => {
-    log.write(line + "\n");
-    try {
-      logs.push(JSON.parse(line) as Record<string, unknown>);
-      if (logs.length > 2000) logs.splice(0, 1000);
-    } catch {
-      /* not JSON */
-    }
-  });
-  child.stderr!.pipe(log);
-  return { name, child, logs };
 }
 
-async function waitForLog(p: Proc, msg: string, timeoutMs = 90_000): Promise<Record<string, unknown>> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const hit = p.logs.find((l) => l.msg === msg);
-    if (hit) return hit;
-    if (p.child.exitCode !== null) throw new Error(`${p.name} exited (${p.child.exitCode}); see its log`);
-    if (Date.now() > deadline) throw new Error(`${p.name} did not log "${msg}" in time`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
-
-async function stopProcess(p: Proc): Promise<void> {
-  if (p.child.exitCode !== null || p.child.signalCode !== null) return;
-  const exited = new Promise((r) => p.child.once("exit", r));
-  p.child.kill("SIGTERM");
-  const t = setTimeout(() => p.child.kill("SIGKILL"), 5000);
-  await exited;
-  clearTimeout(t);
+/** A control plane, ready once it logs "control plane started" (that line carries its gRPC URL). */
+function startControlPlane(
+  procs: Proc[],
+  name: string,
+  args: string[],
+  logDir: string,
+): Promise<LaunchedProcess<LogLine>> {
+  return startProcess(procs, name, "control-plane/src/main.ts", args, logDir, (p) =>
+    p.logs.find((l) => l.msg === "control plane started"),
+  );
 }
 
 function demoApp(
@@ -296,7 +285,7 @@ export async function startEmbeddedStack(options: EmbeddedStackOptions = {}): Pr
   const apps: Server[] = [];
   const helm = await Helm.create();
   const stop = async () => {
-    await Promise.all(procs.map(stopProcess));
+    await Promise.all(procs.map((p) => p.stop()));
     killRecordedAgents(agentDir);
     await killReferencing(set.dir); // agents whose records were lost in a race with their member
     await Promise.all(apps.map((a) => new Promise((r) => (a.closeAllConnections(), a.close(r)))));
@@ -385,7 +374,8 @@ export async function startEmbeddedStack(options: EmbeddedStackOptions = {}): Pr
     const routerFor = async (c: TestCluster, name: string, port: number, grpcUrl: string) => {
       const tokFile = join(logDir, `${name}.token`);
       writeFileSync(tokFile, await token(c.kubeConfig(), "switchyard-router", [AUDIENCE]), { mode: 0o600 });
-      const p = startProcess(
+      return startProcess(
+        procs,
         name,
         "data-plane/router/src/main.ts",
         [
@@ -398,8 +388,6 @@ export async function startEmbeddedStack(options: EmbeddedStackOptions = {}): Pr
         ],
         logDir,
       );
-      procs.push(p);
-      return p;
     };
 
     // Member control planes and gateway routers.
@@ -411,9 +399,9 @@ export async function startEmbeddedStack(options: EmbeddedStackOptions = {}): Pr
           "control-plane",
           await token(w.cluster.kubeConfig(), "switchyard-control-plane"),
         );
-        const cp = startProcess(
+        const cp = await startControlPlane(
+          procs,
           `${w.name}-control-plane`,
-          "control-plane/src/main.ts",
           [
             "--mode=member",
             ...common(w.cluster, kc),
@@ -429,13 +417,11 @@ export async function startEmbeddedStack(options: EmbeddedStackOptions = {}): Pr
           ],
           logDir,
         );
-        procs.push(cp);
-        const started = await waitForLog(cp, "control plane started");
         await routerFor(
           w.cluster,
           `${w.name}-router`,
           Number(new URL(w.routerUrl).port),
-          started.grpc as string,
+          cp.ready.grpc as string,
         );
       }),
     );
@@ -447,9 +433,9 @@ export async function startEmbeddedStack(options: EmbeddedStackOptions = {}): Pr
       "control-plane",
       await token(primary.kubeConfig(), "switchyard-control-plane"),
     );
-    const cp = startProcess(
+    const cp = await startControlPlane(
+      procs,
       "primary-control-plane",
-      "control-plane/src/main.ts",
       [
         "--mode=primary",
         ...common(primary, primaryKc),
@@ -457,19 +443,17 @@ export async function startEmbeddedStack(options: EmbeddedStackOptions = {}): Pr
       ],
       logDir,
     );
-    procs.push(cp);
-    const started = await waitForLog(cp, "control plane started");
     const primaryRouters: Proc[] = [];
     for (const [i, port] of primaryRouterPorts.entries()) {
-      primaryRouters.push(await routerFor(primary, `primary-router-${i}`, port, started.grpc as string));
+      primaryRouters.push(await routerFor(primary, `primary-router-${i}`, port, cp.ready.grpc as string));
     }
     // Ready for users once the Primary advertises its router endpoint (the CLI reads it).
     const operators = switchyardOperatorClient(primary.kubeConfig());
-    const deadline = Date.now() + 60_000;
-    while (!(await operators.get({ name: "operator" }))?.status?.routerEndpoint) {
-      if (Date.now() > deadline) throw new Error("the Primary did not publish its router endpoint in time");
-      await new Promise((r) => setTimeout(r, 200));
-    }
+    await eventually(
+      "the Primary to publish its router endpoint",
+      async () => (await operators.get({ name: "operator" }))?.status?.routerEndpoint,
+      { timeoutMs: 60_000, intervalMs: 200 },
+    );
     const developer = await primary.mintUser("developer", ["developers"]);
     return {
       set,
@@ -491,10 +475,7 @@ export async function startEmbeddedStack(options: EmbeddedStackOptions = {}): Pr
       killPrimaryRouter: async (index) => {
         const p = primaryRouters[index];
         if (!p) throw new Error(`no primary router ${index}`);
-        p.child.kill("SIGKILL");
-        await new Promise((r) =>
-          p.child.exitCode !== null || p.child.signalCode !== null ? r(null) : p.child.once("exit", r),
-        );
+        await p.stop(0, "SIGKILL");
       },
       stop,
     };

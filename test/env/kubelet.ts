@@ -1,6 +1,7 @@
 // Plays the kubelet's part for tests: there is no node agent in the test clusters,
 // so Pods stay Pending until a test marks them Running and Ready with a pod IP.
 import { CoreV1Api, type KubeConfig, type V1Pod } from "@kubernetes/client-node";
+import { eventually } from "../support/poll.js";
 
 export interface PodRunOptions {
   /** Pod IP to report (default: a 10.244.x.y address derived from the pod name). */
@@ -81,20 +82,18 @@ export async function runPods(
   timeoutMs = 30_000,
 ): Promise<V1Pod[]> {
   const api = kc.makeApiClient(CoreV1Api);
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const list = await api.listNamespacedPod({ namespace, labelSelector });
-    const pods = list.items.filter((p) => !p.metadata?.deletionTimestamp);
-    if (pods.length >= count) {
-      const out: V1Pod[] = [];
-      for (const p of pods) out.push(await markPodRunning(kc, namespace, p.metadata!.name!));
-      return out;
-    }
-    if (Date.now() > deadline) {
-      throw new Error(
-        `only ${pods.length}/${count} pods matching ${labelSelector} in ${namespace} after ${timeoutMs} ms`,
-      );
-    }
-    await new Promise((r) => setTimeout(r, 200));
-  }
+  const pods = await eventually(
+    `${count} pods matching ${labelSelector} in ${namespace}`,
+    async () => {
+      const list = await api.listNamespacedPod({ namespace, labelSelector });
+      const live = list.items.filter((p) => !p.metadata?.deletionTimestamp);
+      // Thrown, not returned: the timeout error then says how many there were.
+      if (live.length < count) throw new Error(`only ${live.length}/${count} pods`);
+      return live;
+    },
+    { timeoutMs, intervalMs: 200 },
+  );
+  const out: V1Pod[] = [];
+  for (const p of pods) out.push(await markPodRunning(kc, namespace, p.metadata!.name!));
+  return out;
 }

@@ -16,7 +16,7 @@ import {
   writeFileSync,
 } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 
 /** All cluster-set directories live here. */
 export function envRoot(): string {
@@ -91,13 +91,27 @@ export interface ManagedProcess {
   /** Resolves with the exit code (or signal name) when the process ends. */
   readonly exited: Promise<number | string>;
   hasExited(): boolean;
-  /** SIGTERM, then SIGKILL after `graceMs`; resolves when the process is gone. */
-  stop(graceMs?: number): Promise<void>;
+  /** Sends `signal` unless the process has exited. */
+  kill(signal: NodeJS.Signals): void;
+  /**
+   * `signal` (default SIGTERM), then SIGKILL after `graceMs` (default 5000; Infinity never
+   * escalates); resolves when the process is gone.
+   */
+  stop(graceMs?: number, signal?: NodeJS.Signals): Promise<void>;
   /** Last bytes of the process log, for error messages. */
   logTail(bytes?: number): string;
 }
 
-/** The bookkeeping directory of one cluster set. */
+export interface SpawnOptions {
+  env?: NodeJS.ProcessEnv;
+  cwd?: string;
+  /** Where stdout and stderr go, appended (default `<dir>/logs/<name>.log`). */
+  logFile?: string;
+  /** Sees every chunk of output as well (a launcher reading log lines). */
+  onOutput?: (chunk: Buffer, stream: "stdout" | "stderr") => void;
+}
+
+/** The bookkeeping directory of one cluster set (or of one process's launched children). */
 export class ProcessGroupDir {
   private readonly ownerFile: string;
 
@@ -120,13 +134,16 @@ export class ProcessGroupDir {
     writeFileSync(this.ownerFile, JSON.stringify(owner));
   }
 
-  spawn(name: string, command: string, args: string[], env: NodeJS.ProcessEnv = process.env): ManagedProcess {
+  spawn(name: string, command: string, args: string[], opts: SpawnOptions = {}): ManagedProcess {
     installExitHooks();
-    const logsDir = join(this.dir, "logs");
-    mkdirSync(logsDir, { recursive: true });
-    const logFile = join(logsDir, `${name}.log`);
+    const logFile = opts.logFile ?? join(this.dir, "logs", `${name}.log`);
+    mkdirSync(dirname(logFile), { recursive: true });
     const log = createWriteStream(logFile, { flags: "a" });
-    const child = spawn(command, args, { env, stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(command, args, {
+      env: opts.env ?? process.env,
+      ...(opts.cwd ? { cwd: opts.cwd } : {}),
+      stdio: ["ignore", "pipe", "pipe"],
+    });
     if (child.pid === undefined) throw new Error(`could not start ${name} (${command})`);
     const pid = child.pid;
     live.add(child);
@@ -134,6 +151,11 @@ export class ProcessGroupDir {
     this.record((o) => o.processes.push({ pid, start, name }));
     child.stdout!.pipe(log, { end: false });
     child.stderr!.pipe(log, { end: false });
+    const onOutput = opts.onOutput;
+    if (onOutput) {
+      child.stdout!.on("data", (chunk: Buffer) => onOutput(chunk, "stdout"));
+      child.stderr!.on("data", (chunk: Buffer) => onOutput(chunk, "stderr"));
+    }
     let done = false;
     const exited = new Promise<number | string>((resolve) => {
       child.on("exit", (code, signal) => {
@@ -161,10 +183,13 @@ export class ProcessGroupDir {
       logFile,
       exited,
       hasExited: () => done,
-      async stop(graceMs = 5000) {
+      kill(signal) {
+        if (!done) child.kill(signal);
+      },
+      async stop(graceMs = 5000, signal = "SIGTERM") {
         if (done) return;
-        child.kill("SIGTERM");
-        const timer = setTimeout(() => child.kill("SIGKILL"), graceMs);
+        child.kill(signal);
+        const timer = Number.isFinite(graceMs) ? setTimeout(() => child.kill("SIGKILL"), graceMs) : undefined;
         await exited;
         clearTimeout(timer);
       },

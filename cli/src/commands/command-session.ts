@@ -3,12 +3,12 @@
 // and the router CA file is read once.
 import { readFileSync } from "node:fs";
 import type { KubeConfig } from "@kubernetes/client-node";
-import { CliError } from "../sdk/cli-errors.js";
-import type { SessionHandle } from "../sdk/kube-sessions.js";
-import { KubeSessions } from "../sdk/kube-sessions.js";
-import { openSession, type Session } from "../sdk/open-session.js";
-import type { SessionConfig } from "../sdk/session-config.js";
-import type { SessionClientOptions } from "../sdk/session-client.js";
+import { CliError, CliErrorCode } from "../sdk/cli-errors.js";
+import type { SessionHandle } from "../sdk/kube/kube-sessions.js";
+import { KubeSessions } from "../sdk/kube/kube-sessions.js";
+import { openSession, type Session } from "../sdk/kube/open-session.js";
+import type { SessionConfig } from "../sdk/local/session-config.js";
+import type { SessionClientOptions } from "../sdk/session/session-client.js";
 import { progressLine, type Out } from "./output.js";
 
 export interface CommandSessionOptions {
@@ -23,7 +23,7 @@ export function readCaFile(path: string | undefined): string | undefined {
     return readFileSync(path, "utf8");
   } catch (err) {
     throw new CliError(
-      "SWITCHYARD_CLI_INVALID_OPTION",
+      CliErrorCode.INVALID_OPTION,
       `cannot read router CA file ${path}: ${(err as Error).message}`,
     );
   }
@@ -39,7 +39,7 @@ export async function openCommandSession(
   let created: SessionHandle | undefined;
   const onSignal = () => {
     out.stderr("switchyard: interrupted while the session was starting; deleting it\n");
-    abort.abort(new CliError("SWITCHYARD_CLI_CLOSED", "interrupted"));
+    abort.abort(new CliError(CliErrorCode.CLOSED, "interrupted"));
   };
   process.once("SIGINT", onSignal);
   process.once("SIGTERM", onSignal);

@@ -10,13 +10,13 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { constants as osConstants } from "node:os";
 import type { KubeConfig } from "@kubernetes/client-node";
-import { CliError } from "../sdk/cli-errors.js";
-import { describeFilter } from "../sdk/http-filter.js";
-import { LocalProxy } from "../sdk/local-proxy.js";
-import type { Session } from "../sdk/open-session.js";
-import type { SessionConfig } from "../sdk/session-config.js";
-import type { SessionClientOptions } from "../sdk/session-client.js";
-import { TrafficDelivery } from "../sdk/traffic-delivery.js";
+import { CliError, CliErrorCode } from "../sdk/cli-errors.js";
+import { describeFilter } from "../sdk/session/http-filter.js";
+import { LocalProxy } from "../sdk/local/local-proxy.js";
+import type { Session } from "../sdk/kube/open-session.js";
+import type { SessionConfig } from "../sdk/local/session-config.js";
+import type { SessionClientOptions } from "../sdk/session/session-client.js";
+import { TrafficDelivery } from "../sdk/local/traffic-delivery.js";
 import { openCommandSession } from "./command-session.js";
 import type { Out } from "./output.js";
 
@@ -84,7 +84,7 @@ export async function execCommand(
 ): Promise<number> {
   if (o.command.length === 0)
     throw new CliError(
-      "SWITCHYARD_CLI_INVALID_OPTION",
+      CliErrorCode.INVALID_OPTION,
       "exec needs a command after --, e.g. switchyard exec -t deployment/app -- npm start",
     );
   const log = (t: string) => {

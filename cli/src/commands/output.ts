@@ -2,15 +2,15 @@
 // progress and warnings on stderr (so `-o json` output stays parseable), JSON with
 // `-o json`, and errors as one line with their code — `{"error": {code, message}}` in
 // JSON mode — with exit code 1.
-import { CliError } from "../sdk/cli-errors.js";
-import { describeProblems, type SessionProgress } from "../sdk/kube-sessions.js";
+import { CliError, CliErrorCode } from "../sdk/cli-errors.js";
+import { describeProblems, type SessionProgress } from "../sdk/kube/kube-sessions.js";
 
 export type OutputFormat = "table" | "json";
 
 export function parseOutputFormat(v: string | undefined): OutputFormat {
   if (v === undefined || v === "table" || v === "wide") return "table";
   if (v === "json") return "json";
-  throw new CliError("SWITCHYARD_CLI_INVALID_OPTION", `-o ${v}: supported formats are "table" and "json"`);
+  throw new CliError(CliErrorCode.INVALID_OPTION, `-o ${v}: supported formats are "table" and "json"`);
 }
 
 export interface Out {
@@ -69,7 +69,7 @@ export function reportError(err: unknown, format: OutputFormat, out: Out = proce
   const e =
     err instanceof CliError
       ? err
-      : new CliError("SWITCHYARD_CLI_UNEXPECTED", (err as Error)?.message ?? String(err), { cause: err });
+      : new CliError(CliErrorCode.UNEXPECTED, (err as Error)?.message ?? String(err), { cause: err });
   if (format === "json") out.stdout(json({ error: { code: e.code, message: e.message } }));
   else out.stderr(`switchyard: error: ${e.message} [${e.code}]\n`);
   return 1;

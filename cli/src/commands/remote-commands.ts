@@ -1,8 +1,8 @@
 // `switchyard env` and `switchyard files cat|ls PATH`: one-shot questions to the Default
 // cluster's agent through a short-lived session (created, asked, deleted).
 import type { KubeConfig } from "@kubernetes/client-node";
-import type { Session } from "../sdk/open-session.js";
-import type { SessionConfig } from "../sdk/session-config.js";
+import type { Session } from "../sdk/kube/open-session.js";
+import type { SessionConfig } from "../sdk/local/session-config.js";
 import { openCommandSession } from "./command-session.js";
 import { json, table, type Out, type OutputFormat } from "./output.js";
 

@@ -2,8 +2,8 @@
 // the user may see (RBAC applies), and deleting them — the control plane's finalizer then
 // removes every cluster's child.
 import type { KubeConfig } from "@kubernetes/client-node";
-import { CliError } from "../sdk/cli-errors.js";
-import { KubeSessions, modeOfId, type SessionSummary } from "../sdk/kube-sessions.js";
+import { CliError, CliErrorCode } from "../sdk/cli-errors.js";
+import { KubeSessions, modeOfId, type SessionSummary } from "../sdk/kube/kube-sessions.js";
 import { age, json, table, type Out, type OutputFormat } from "./output.js";
 
 export interface ListOptions {
@@ -59,7 +59,7 @@ export async function sessionsKillCommand(
 ): Promise<number> {
   if (o.all === o.ids.length > 0)
     throw new CliError(
-      "SWITCHYARD_CLI_INVALID_OPTION",
+      CliErrorCode.INVALID_OPTION,
       "sessions kill needs session ids or --all (not both); see `switchyard sessions list`",
     );
   const kube = new KubeSessions(kc);

@@ -2,8 +2,8 @@
 // session mode, router endpoint, versions, supported features, and every connected
 // cluster's connectivity, versions, latency and credential expiry.
 import type { KubeConfig } from "@kubernetes/client-node";
-import type { SwitchyardOperator } from "../../../control-plane/src/crds/index.js";
-import { readOperator, sessionModeOf } from "../sdk/operator-info.js";
+import type { SwitchyardOperator } from "../../../proto/api/v1alpha1/index.js";
+import { readOperator, sessionModeOf } from "../sdk/kube/operator-info.js";
 import { age, json, table, type Out, type OutputFormat } from "./output.js";
 
 export interface StatusReport {

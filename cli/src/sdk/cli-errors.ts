@@ -1,26 +1,38 @@
 // Errors of the CLI and SDK. Each has a stable `code` so the CLI, scripts (`-o json`) and
-// tests match on codes; messages say what was wrong and what to do about it.
+// tests match on codes; messages say what was wrong and what to do about it. The codes
+// are the CLI's own (`SWITCHYARD_CLI_*`), catalogued once here; codes that crossed the
+// wire from a router or agent are the protocol's (`proto/error-codes.ts`) and travel as
+// a RemoteError's `remoteCode`.
 
-export type CliErrorCode =
-  | "SWITCHYARD_CLI_INVALID_OPTION"
-  | "SWITCHYARD_CLI_CONFIG_INVALID"
-  | "SWITCHYARD_CLI_KUBECONFIG"
-  | "SWITCHYARD_CLI_FORBIDDEN"
-  | "SWITCHYARD_CLI_KUBE_API"
-  | "SWITCHYARD_CLI_NOT_INSTALLED"
-  | "SWITCHYARD_CLI_NO_ROUTER_ENDPOINT"
-  | "SWITCHYARD_CLI_SESSION_FAILED"
-  | "SWITCHYARD_CLI_SESSION_TIMEOUT"
-  | "SWITCHYARD_CLI_SESSION_NOT_FOUND"
-  | "SWITCHYARD_CLI_SESSION_UNAUTHORIZED"
-  | "SWITCHYARD_CLI_ROUTER_UNAVAILABLE"
-  | "SWITCHYARD_CLI_SESSION_LOST"
-  | "SWITCHYARD_CLI_DISCONNECTED"
-  | "SWITCHYARD_CLI_REQUEST_TIMEOUT"
-  | "SWITCHYARD_CLI_REMOTE_ERROR"
-  | "SWITCHYARD_CLI_PROTOCOL_VERSION"
-  | "SWITCHYARD_CLI_CLOSED"
-  | "SWITCHYARD_CLI_UNEXPECTED";
+export const CliErrorCode = {
+  /** A flag, option or argument is wrong (the message names it). */
+  INVALID_OPTION: "SWITCHYARD_CLI_INVALID_OPTION",
+  /** `switchyard.json` (or the flags merged into it) does not validate. */
+  CONFIG_INVALID: "SWITCHYARD_CLI_CONFIG_INVALID",
+  KUBECONFIG: "SWITCHYARD_CLI_KUBECONFIG",
+  /** The API server refused the user's credentials or RBAC denied the verb. */
+  FORBIDDEN: "SWITCHYARD_CLI_FORBIDDEN",
+  KUBE_API: "SWITCHYARD_CLI_KUBE_API",
+  NOT_INSTALLED: "SWITCHYARD_CLI_NOT_INSTALLED",
+  NO_ROUTER_ENDPOINT: "SWITCHYARD_CLI_NO_ROUTER_ENDPOINT",
+  SESSION_FAILED: "SWITCHYARD_CLI_SESSION_FAILED",
+  SESSION_TIMEOUT: "SWITCHYARD_CLI_SESSION_TIMEOUT",
+  /** The session object or the router's route is gone (deleted or expired). */
+  SESSION_NOT_FOUND: "SWITCHYARD_CLI_SESSION_NOT_FOUND",
+  SESSION_UNAUTHORIZED: "SWITCHYARD_CLI_SESSION_UNAUTHORIZED",
+  ROUTER_UNAVAILABLE: "SWITCHYARD_CLI_ROUTER_UNAVAILABLE",
+  /** Reconnecting gave up, or the session went away: whatever depends on it must stop. */
+  SESSION_LOST: "SWITCHYARD_CLI_SESSION_LOST",
+  DISCONNECTED: "SWITCHYARD_CLI_DISCONNECTED",
+  REQUEST_TIMEOUT: "SWITCHYARD_CLI_REQUEST_TIMEOUT",
+  /** A router or agent refused (see RemoteError.remoteCode). */
+  REMOTE_ERROR: "SWITCHYARD_CLI_REMOTE_ERROR",
+  PROTOCOL_VERSION: "SWITCHYARD_CLI_PROTOCOL_VERSION",
+  CLOSED: "SWITCHYARD_CLI_CLOSED",
+  UNEXPECTED: "SWITCHYARD_CLI_UNEXPECTED",
+} as const;
+
+export type CliErrorCode = (typeof CliErrorCode)[keyof typeof CliErrorCode];
 
 export class CliError extends Error {
   override readonly name = "CliError";
@@ -40,6 +52,10 @@ export class RemoteError extends CliError {
     message: string,
     readonly cluster = "",
   ) {
-    super("SWITCHYARD_CLI_REMOTE_ERROR", message);
+    super(CliErrorCode.REMOTE_ERROR, message);
   }
 }
+
+/** True when `err` is a CliError with one of `codes`. */
+export const hasCliCode = (err: unknown, ...codes: CliErrorCode[]): err is CliError =>
+  err instanceof CliError && codes.includes(err.code);

@@ -4,7 +4,12 @@
 // A check never throws: failures become `error`, so one cluster's problem is data in
 // status, not an exception that stops the loop for the others.
 import { CustomObjectsApi, VersionApi } from "@kubernetes/client-node";
-import { GROUP, OPERATOR_OBJECT_NAME, VERSION, switchyardOperatorCrd } from "../crds/index.js";
+import {
+  GROUP,
+  OPERATOR_OBJECT_NAME,
+  VERSION,
+  switchyardOperatorCrd,
+} from "../../../proto/api/v1alpha1/index.js";
 import type { Clock } from "../credentials/clock.js";
 import { systemClock } from "../credentials/clock.js";
 import type { CredentialStatus } from "../credentials/credential-source.js";

@@ -9,11 +9,11 @@ import type { KubeConfig } from "@kubernetes/client-node";
 import type { MultiClusterConfig } from "../config/cluster-config.js";
 import {
   OPERATOR_OBJECT_NAME,
+  setConditions,
   switchyardOperatorClient,
-  type StatusCondition,
   type SwitchyardOperatorSpec,
   type SwitchyardOperatorStatus,
-} from "../crds/index.js";
+} from "../../../proto/api/v1alpha1/index.js";
 import type { ClusterHealth } from "./cluster-health-checker.js";
 
 type ConnectedCluster = NonNullable<SwitchyardOperatorStatus["connectedClusters"]>[number];
@@ -91,7 +91,6 @@ export class OperatorStatusPublisher {
     } else if (JSON.stringify(pickSpec(current.spec)) !== JSON.stringify(spec)) {
       current = await this.client.patch(ref, { spec });
     }
-    const previous = current?.status?.conditions ?? [];
     const inError = health.filter((h) => h.error !== undefined || !h.connected);
     const expiring = health
       .map((h) => ({ name: h.name, c: h.credential }))
@@ -100,30 +99,32 @@ export class OperatorStatusPublisher {
         const at = x.c?.expiresAt ? ` (credential expires ${new Date(x.c.expiresAt).toISOString()})` : "";
         return `${x.name}: ${x.c?.error ?? x.c?.warning}${at}`;
       });
-    const mine: StatusCondition[] = [
-      condition(previous, now, current?.metadata.generation, {
-        type: REMOTE_CLUSTERS_READY,
-        status: inError.length === 0 ? "True" : "False",
-        reason: inError.length === 0 ? "AllConnected" : "ClustersUnreachable",
-        message:
-          inError.length === 0
-            ? `${health.length} remote cluster(s) connected`
-            : inError.map((h) => `${h.name}: ${h.error ?? "not connected"}`).join("; "),
-      }),
-      condition(previous, now, current?.metadata.generation, {
-        type: REMOTE_CREDENTIALS_EXPIRING,
-        status: expiring.length > 0 ? "True" : "False",
-        reason: expiring.length > 0 ? "CredentialAtRisk" : "CredentialsHealthy",
-        message:
-          expiring.length > 0 ? expiring.join("; ") : "no credential renewal failing or close to expiry",
-      }),
-    ];
-    const kept = previous.filter(
-      (c) => c.type !== REMOTE_CLUSTERS_READY && c.type !== REMOTE_CREDENTIALS_EXPIRING,
+    const { conditions } = setConditions(
+      current?.status?.conditions,
+      [
+        {
+          type: REMOTE_CLUSTERS_READY,
+          status: inError.length === 0 ? "True" : "False",
+          reason: inError.length === 0 ? "AllConnected" : "ClustersUnreachable",
+          message:
+            inError.length === 0
+              ? `${health.length} remote cluster(s) connected`
+              : inError.map((h) => `${h.name}: ${h.error ?? "not connected"}`).join("; "),
+        },
+        {
+          type: REMOTE_CREDENTIALS_EXPIRING,
+          status: expiring.length > 0 ? "True" : "False",
+          reason: expiring.length > 0 ? "CredentialAtRisk" : "CredentialsHealthy",
+          message:
+            expiring.length > 0 ? expiring.join("; ") : "no credential renewal failing or close to expiry",
+        },
+      ],
+      new Date(now),
+      current?.metadata.generation,
     );
     await this.client.patchStatus(ref, {
       connectedClusters: health.map(connectedClusterEntry),
-      conditions: [...kept, ...mine],
+      conditions,
     });
   }
 }
@@ -136,23 +137,5 @@ function pickSpec(s: SwitchyardOperatorSpec | undefined): SwitchyardOperatorSpec
     managementOnly: s.managementOnly,
     multiCluster: s.multiCluster,
     clusters: s.clusters ?? [],
-  };
-}
-
-function condition(
-  previous: readonly StatusCondition[],
-  now: number,
-  generation: number | undefined,
-  c: Pick<StatusCondition, "type" | "status" | "reason" | "message">,
-): StatusCondition {
-  const before = previous.find((p) => p.type === c.type);
-  return {
-    ...c,
-    message: c.message.slice(0, 32768),
-    lastTransitionTime:
-      before && before.status === c.status
-        ? before.lastTransitionTime
-        : new Date(now).toISOString().replace(/\.\d+Z$/, "Z"),
-    ...(generation !== undefined ? { observedGeneration: generation } : {}),
   };
 }

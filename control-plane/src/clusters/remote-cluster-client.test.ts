@@ -3,6 +3,7 @@ import type { AddressInfo } from "node:net";
 import { createServer as createHttpsServer } from "node:https";
 import { VersionApi } from "@kubernetes/client-node";
 import { afterEach, describe, expect, it } from "vitest";
+import { INVALID_OPTION } from "../../../lib/option-error.js";
 import { createCertificateAuthority } from "../../../test/env/pki.js";
 import type { RemoteClusterConfig } from "../config/cluster-config.js";
 import type { CredentialSource, RequestCredentials } from "../credentials/credential-source.js";
@@ -103,7 +104,7 @@ describe("RemoteClusterClient", () => {
           credential: countingSource(),
           requestTimeoutMs: 0,
         }),
-    ).toThrow(/requestTimeoutMs must be a positive number/);
+    ).toThrow(expect.objectContaining({ code: INVALID_OPTION, option: "requestTimeoutMs" }));
   });
 });
 

@@ -11,6 +11,7 @@ import {
   type ApiType,
   type User,
 } from "@kubernetes/client-node";
+import { OptionError, positive } from "../../../lib/option-error.js";
 import type { RemoteClusterConfig } from "../config/cluster-config.js";
 import type { CredentialSource, RequestCredentials } from "../credentials/credential-source.js";
 import { TimeoutHttpLibrary } from "./request-timeout.js";
@@ -20,10 +21,6 @@ export interface RemoteClusterClientOptions {
   credential: CredentialSource;
   /** Deadline of each API request in ms (default 10 000). Watches are not limited. */
   requestTimeoutMs?: number;
-}
-
-export class RemoteClusterClientOptionsError extends Error {
-  readonly code = "SWITCHYARD_REMOTE_CLIENT_OPTIONS";
 }
 
 export class RemoteClusterClient {
@@ -36,12 +33,9 @@ export class RemoteClusterClient {
   private readonly userName: string;
 
   constructor(options: RemoteClusterClientOptions) {
-    if (!options.cluster?.server) throw new RemoteClusterClientOptionsError("cluster.server is required");
-    if (!options.credential) throw new RemoteClusterClientOptionsError("credential is required");
-    const t = options.requestTimeoutMs ?? 10_000;
-    if (!(Number.isFinite(t) && t > 0))
-      throw new RemoteClusterClientOptionsError(`requestTimeoutMs must be a positive number of ms, got ${t}`);
-    this.requestTimeoutMs = t;
+    if (!options.cluster?.server) throw new OptionError("cluster.server", "is required");
+    if (!options.credential) throw new OptionError("credential", "is required");
+    this.requestTimeoutMs = positive("requestTimeoutMs", options.requestTimeoutMs, 10_000);
     this.cluster = options.cluster;
     this.name = options.cluster.name;
     this.credential = options.credential;

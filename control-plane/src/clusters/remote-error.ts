@@ -1,7 +1,10 @@
 // Turns what a failed call to a remote API server throws (HTTP status, TLS or socket
 // error, our timeout) into a short message that says what is wrong and what to check.
 // These messages go to SwitchyardOperator status and logs, so they never carry
-// credentials: we build them from codes, not from request data.
+// credentials: we build them from codes, not from request data. Calls to the Primary's
+// own API server use lib/api-error.ts (`describeApiError`) directly; this adds the hints
+// that only make sense for a remote cluster (auth type, TLS trust, reachability).
+import { apiStatus, apiStatusMessage, firstLine } from "../../../lib/api-error.js";
 import type { AuthType } from "../config/cluster-config.js";
 import { RemoteRequestTimeoutError } from "./request-timeout.js";
 
@@ -23,14 +26,15 @@ const AUTH_HINT: Record<AuthType, string> = {
 
 export function describeRemoteError(err: unknown, authType: AuthType, server: string): string {
   if (err instanceof RemoteRequestTimeoutError) return err.message.replace(/^cluster "[^"]*": /, "");
-  const e = err as { code?: unknown; message?: unknown; body?: unknown };
-  if (typeof e.code === "number") {
-    const reason = statusMessage(e.body);
-    if (e.code === 401)
+  const e = err as { code?: unknown; body?: unknown };
+  const status = apiStatus(err);
+  if (status !== undefined) {
+    const reason = apiStatusMessage(e.body);
+    if (status === 401)
       return `the API server rejected our credentials (401 Unauthorized): ${AUTH_HINT[authType]}`;
-    if (e.code === 403)
+    if (status === 403)
       return `forbidden (403): ${reason || "the control plane's identity lacks permissions"}; install the member ClusterRoles (multiClusterMember=true)`;
-    return `the API server answered ${e.code}${reason ? `: ${reason}` : ""}`;
+    return `the API server answered ${status}${reason ? `: ${reason}` : ""}`;
   }
   const code = typeof e.code === "string" ? e.code : undefined;
   if (code && TLS_TRUST_CODES.has(code))
@@ -44,30 +48,6 @@ export function describeRemoteError(err: unknown, authType: AuthType, server: st
     return `unreachable: cannot resolve the host of ${server}`;
   if (code === "ETIMEDOUT" || code === "EHOSTUNREACH" || code === "ENETUNREACH")
     return `unreachable: ${code} to ${server}`;
-  const msg = typeof e.message === "string" ? e.message.split("\n")[0]!.slice(0, 300) : String(err);
+  const msg = firstLine(err);
   return code ? `${msg} (${code})` : msg;
-}
-
-/** For calls to the Primary's own API server: HTTP status plus the Status message, or the error's first line. */
-export function describeApiError(err: unknown): string {
-  const e = err as { code?: unknown; body?: unknown; message?: unknown };
-  if (typeof e.code === "number") {
-    const reason = statusMessage(e.body);
-    return `API server answered ${e.code}${reason ? `: ${reason}` : ""}`;
-  }
-  const msg = typeof e.message === "string" ? e.message : String(err);
-  return msg.split("\n")[0]!.slice(0, 300);
-}
-
-function statusMessage(body: unknown): string {
-  let b: unknown = body;
-  if (typeof body === "string") {
-    try {
-      b = JSON.parse(body);
-    } catch {
-      return body.slice(0, 200);
-    }
-  }
-  const m = (b as { message?: unknown } | undefined)?.message;
-  return typeof m === "string" ? m.slice(0, 300) : "";
 }

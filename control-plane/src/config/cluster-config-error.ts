@@ -33,3 +33,12 @@ export class ClusterConfigErrors extends Error {
     );
   }
 }
+
+/** `snapshot()` was called before `load()` succeeded: a wiring mistake, not a bad configuration. */
+export class ClusterConfigNotLoadedError extends Error {
+  override readonly name = "ClusterConfigNotLoadedError";
+  readonly code = "SWITCHYARD_CLUSTER_CONFIG_NOT_LOADED";
+  constructor() {
+    super("the cluster configuration is not loaded: call load() and wait for it before snapshot()");
+  }
+}

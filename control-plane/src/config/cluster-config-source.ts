@@ -5,25 +5,23 @@
 // configuration the operator did not intend); on a live reload an invalid ConfigMap is
 // reported and the last valid one stays in force. Secret problems never fail the whole
 // configuration: they fail only their cluster.
-import {
-  CoreV1Api,
-  ListWatch,
-  Watch,
-  type KubeConfig,
-  type V1ConfigMap,
-  type V1Secret,
-} from "@kubernetes/client-node";
+import { CoreV1Api, type KubeConfig, type V1ConfigMap, type V1Secret } from "@kubernetes/client-node";
 import type { Logger } from "pino";
 import { pino } from "pino";
+import { OptionError } from "../../../lib/option-error.js";
+import { configMapInformer, secretInformer } from "../runtime/index.js";
 import { CLUSTERS_CONFIG_KEY, parseClusterConfig, type MultiClusterConfig } from "./cluster-config.js";
-import { ClusterConfigError, ClusterConfigErrors } from "./cluster-config-error.js";
+import {
+  ClusterConfigError,
+  ClusterConfigErrors,
+  ClusterConfigNotLoadedError,
+} from "./cluster-config-error.js";
 import {
   CREDENTIALS_LABEL,
   credentialSecretName,
   parseCredentialSecret,
   type ClusterCredentialMaterial,
 } from "./credential-secret.js";
-import { runSelfHealingInformer } from "./self-healing-informer.js";
 
 export interface ClusterConfigSnapshot {
   /** The configuration in force (the last valid one). */
@@ -44,10 +42,6 @@ export interface ClusterConfigSourceOptions {
   logger?: Logger;
 }
 
-export class ClusterConfigSourceOptionsError extends Error {
-  readonly code = "SWITCHYARD_CLUSTER_CONFIG_SOURCE_OPTIONS";
-}
-
 export const DEFAULT_CONFIG_MAP_NAME = "switchyard-clusters";
 
 export class ClusterConfigSource {
@@ -60,9 +54,8 @@ export class ClusterConfigSource {
   private readonly listeners = new Set<(s: ClusterConfigSnapshot) => void>();
 
   constructor(private readonly options: ClusterConfigSourceOptions) {
-    if (!options.kubeConfig) throw new ClusterConfigSourceOptionsError("kubeConfig is required");
-    if (!options.namespace)
-      throw new ClusterConfigSourceOptionsError("namespace is required (the control plane's namespace)");
+    if (!options.kubeConfig) throw new OptionError("kubeConfig", "is required");
+    if (!options.namespace) throw new OptionError("namespace", "is required (the control plane's namespace)");
     this.configMapName = options.configMapName ?? DEFAULT_CONFIG_MAP_NAME;
     this.logger = (options.logger ?? pino({ level: "silent" })).child({ component: "cluster-config" });
     this.core = options.kubeConfig.makeApiClient(CoreV1Api);
@@ -96,7 +89,7 @@ export class ClusterConfigSource {
   snapshot(config: MultiClusterConfig, reloadError: ClusterConfigErrors | undefined): ClusterConfigSnapshot;
   snapshot(config?: MultiClusterConfig, reloadError?: ClusterConfigErrors): ClusterConfigSnapshot {
     if (config === undefined) {
-      if (!this.current) throw new ClusterConfigSourceOptionsError("load() must succeed before snapshot()");
+      if (!this.current) throw new ClusterConfigNotLoadedError();
       return this.current;
     }
     const credentials = new Map<string, ClusterCredentialMaterial | ClusterConfigError>();
@@ -120,47 +113,40 @@ export class ClusterConfigSource {
 
   /** Watches the ConfigMap and Secrets until `signal` aborts. Call after `load()`. */
   async start(signal: AbortSignal): Promise<void> {
-    const ns = this.options.namespace;
     const kc = this.options.kubeConfig;
-    const cmField = `metadata.name=${this.configMapName}`;
-    const cmWatch = new ListWatch<V1ConfigMap>(
-      `/api/v1/namespaces/${ns}/configmaps`,
-      new Watch(kc),
-      () => this.core.listNamespacedConfigMap({ namespace: ns, fieldSelector: cmField }),
-      false,
-      undefined,
-      cmField,
-    );
-    const label = `${CREDENTIALS_LABEL}=true`;
-    const secretWatch = new ListWatch<V1Secret>(
-      `/api/v1/namespaces/${ns}/secrets`,
-      new Watch(kc),
-      () => this.core.listNamespacedSecret({ namespace: ns, labelSelector: label }),
-      false,
-      label,
-    );
-    cmWatch.on("add", (o) => this.onConfigMap(o));
-    cmWatch.on("update", (o) => this.onConfigMap(o));
-    cmWatch.on("delete", () => this.onConfigMap(undefined));
-    const setSecret = (s: V1Secret) => {
+    // Kept running through API server restarts and network blips; a restart re-lists,
+    // which also repairs any event missed while disconnected. Every change is compared
+    // by resourceVersion below, so no periodic resync is needed.
+    const common = {
+      namespace: this.options.namespace,
+      resyncMs: 0,
+      restartBackoffMs: 500,
+      maxRestartBackoffMs: 15_000,
+      logger: this.logger,
+    };
+    const configMaps = configMapInformer(kc, {
+      ...common,
+      what: `configmap ${this.configMapName}`,
+      fieldSelector: `metadata.name=${this.configMapName}`,
+    });
+    const secrets = secretInformer(kc, {
+      ...common,
+      what: "credential secrets",
+      labelSelector: `${CREDENTIALS_LABEL}=true`,
+    });
+    configMaps.subscribe((event, cm) => this.onConfigMap(event === "delete" ? undefined : cm));
+    secrets.subscribe((event, s) => {
       if (!s.metadata?.name) return;
+      if (event === "delete") {
+        if (this.secrets.delete(s.metadata.name)) this.recompute("secret deleted", s.metadata.name);
+        return;
+      }
       const prev = this.secrets.get(s.metadata.name);
       if (prev?.metadata?.resourceVersion === s.metadata.resourceVersion) return;
       this.secrets.set(s.metadata.name, s);
       this.recompute("secret changed", s.metadata.name);
-    };
-    secretWatch.on("add", setSecret);
-    secretWatch.on("update", setSecret);
-    secretWatch.on("delete", (s) => {
-      if (s.metadata?.name && this.secrets.delete(s.metadata.name))
-        this.recompute("secret deleted", s.metadata.name);
     });
-    await Promise.all([
-      runSelfHealingInformer(cmWatch, "configmap " + this.configMapName, signal, this.logger),
-      runSelfHealingInformer(secretWatch, "credential secrets", signal, this.logger),
-    ]);
-    if (!signal.aborted)
-      await new Promise<void>((r) => signal.addEventListener("abort", () => r(), { once: true }));
+    await Promise.all([configMaps.start(signal), secrets.start(signal)]);
   }
 
   private onConfigMap(cm: V1ConfigMap | undefined): void {

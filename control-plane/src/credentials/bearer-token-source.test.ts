@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { INVALID_OPTION } from "../../../lib/option-error.js";
 import { BearerTokenSource, type TokenRequestInput } from "./bearer-token-source.js";
 import { ManualClock } from "./clock.js";
 import { JwtClaimsError, readServiceAccountClaims } from "./jwt-claims.js";
@@ -196,6 +197,6 @@ describe("BearerTokenSource", () => {
           requestToken: async () => "",
           renewBeforeExpiryMs: -1,
         }),
-    ).toThrow(/renewBeforeExpiryMs must be a positive number/);
+    ).toThrow(expect.objectContaining({ code: INVALID_OPTION, option: "renewBeforeExpiryMs" }));
   });
 });

@@ -4,13 +4,16 @@
 // (serviceaccounts/<sa>/token, authenticated with the current token) with the same
 // lifetime and audiences. Every request uses the newest token. A failed renewal is
 // retried with capped exponential backoff and shows in status() at once, while the old
-// token still works, so an operator sees the problem before the cluster is lost.
+// token still works, so an operator sees the problem before the cluster is lost. Waits
+// run on the injectable Clock (not lib/abortable-sleep) so tests move time forward.
 import type { Logger } from "pino";
 import { pino } from "pino";
+import { firstLine } from "../../../lib/api-error.js";
+import { backoffDelay, type BackoffPolicy } from "../../../lib/backoff.js";
+import { OptionError, positive } from "../../../lib/option-error.js";
 import { systemClock, type Clock } from "./clock.js";
 import {
   CredentialError,
-  describeError,
   type CredentialSource,
   type CredentialStatus,
   type RenewalRecorder,
@@ -43,10 +46,6 @@ export interface BearerTokenSourceOptions {
   recordRenewal?: RenewalRecorder;
 }
 
-export class BearerTokenSourceOptionsError extends Error {
-  readonly code = "SWITCHYARD_BEARER_TOKEN_OPTIONS";
-}
-
 export class BearerTokenSource implements CredentialSource {
   readonly authType = "bearerToken" as const;
   private token: string;
@@ -56,16 +55,18 @@ export class BearerTokenSource implements CredentialSource {
   private failures = 0;
   private lastError: string | undefined;
   private kick = new AbortController();
+  private readonly retry: BackoffPolicy;
 
   constructor(private readonly options: BearerTokenSourceOptions) {
-    if (!options.cluster) throw new BearerTokenSourceOptionsError("cluster is required");
+    if (!options.cluster) throw new OptionError("cluster", "is required");
     if (typeof options.requestToken !== "function")
-      throw new BearerTokenSourceOptionsError("requestToken is required (the TokenRequest call)");
-    for (const k of ["renewBeforeExpiryMs", "initialBackoffMs", "maxBackoffMs"] as const) {
-      const v = options[k];
-      if (v !== undefined && !(Number.isFinite(v) && v > 0))
-        throw new BearerTokenSourceOptionsError(`${k} must be a positive number of milliseconds, got ${v}`);
-    }
+      throw new OptionError("requestToken", "is required (the TokenRequest call)");
+    if (options.renewBeforeExpiryMs !== undefined)
+      positive("renewBeforeExpiryMs", options.renewBeforeExpiryMs, 0);
+    const initialMs = positive("initialBackoffMs", options.initialBackoffMs, 1_000);
+    // A cap below the first delay means the delay never grows.
+    const maxMs = Math.max(initialMs, positive("maxBackoffMs", options.maxBackoffMs, 60_000));
+    this.retry = { initialMs, maxMs };
     this.clock = options.clock ?? systemClock;
     this.logger = (options.logger ?? pino({ level: "silent" })).child({
       cluster: options.cluster,
@@ -106,36 +107,33 @@ export class BearerTokenSource implements CredentialSource {
     return this.claims.exp * 1000 - Math.min(before, lifetimeMs);
   }
 
+  /** Delay before the next renewal attempt after `failures` consecutive failures, ms. */
+  private retryDelay(): number {
+    return backoffDelay(this.retry, this.failures - 1);
+  }
+
   async start(signal: AbortSignal): Promise<void> {
-    const initialBackoff = this.options.initialBackoffMs ?? 1_000;
-    const maxBackoff = this.options.maxBackoffMs ?? 60_000;
-    let backoff = initialBackoff;
     while (!signal.aborted) {
-      const wait = this.failures === 0 ? this.renewAt() - this.clock.now() : backoff;
-      if (wait > 0 && !(await this.sleep(wait, signal))) {
-        // woken early: either stopped, or the token was replaced
-        backoff = initialBackoff;
-        continue;
-      }
+      const wait = this.failures === 0 ? this.renewAt() - this.clock.now() : this.retryDelay();
+      // Woken early: either stopped, or the token was replaced (failures are then 0).
+      if (wait > 0 && !(await this.sleep(wait, signal))) continue;
       if (signal.aborted) break;
       try {
         await this.renew();
-        backoff = initialBackoff;
       } catch (err) {
         this.failures++;
         const expiresIn = Math.round((this.claims.exp * 1000 - this.clock.now()) / 1000);
         this.lastError =
           `token renewal via TokenRequest for serviceaccount ${this.claims.namespace}/${this.claims.serviceAccount} failed ` +
-          `(attempt ${this.failures}): ${describeError(err)}; ` +
+          `(attempt ${this.failures}): ${firstLine(err)}; ` +
           (expiresIn > 0
             ? `the current token expires in ${expiresIn}s`
             : `the current token has expired; put a fresh token in the cluster's Secret`);
         this.logger.warn(
-          { failures: this.failures, retryInMs: backoff, expiresInSeconds: expiresIn },
+          { failures: this.failures, retryInMs: this.retryDelay(), expiresInSeconds: expiresIn },
           this.lastError,
         );
         this.options.recordRenewal?.(this.authType, "failure");
-        if (this.failures > 1) backoff = Math.min(backoff * 2, maxBackoff);
       }
     }
   }

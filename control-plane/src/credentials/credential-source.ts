@@ -48,15 +48,3 @@ export class CredentialError extends Error {
     super(message);
   }
 }
-
-/** Resolves when `signal` aborts. */
-export function untilAborted(signal: AbortSignal): Promise<void> {
-  if (signal.aborted) return Promise.resolve();
-  return new Promise((r) => signal.addEventListener("abort", () => r(), { once: true }));
-}
-
-/** Error text safe for logs and status: first line only, capped. */
-export function describeError(err: unknown): string {
-  const msg = err instanceof Error ? err.message : String(err);
-  return msg.split("\n")[0]!.slice(0, 300);
-}

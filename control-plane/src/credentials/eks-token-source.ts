@@ -6,11 +6,12 @@
 import { defaultProvider } from "@aws-sdk/credential-provider-node";
 import type { Logger } from "pino";
 import { pino } from "pino";
+import { untilAborted } from "../../../lib/abortable-sleep.js";
+import { firstLine } from "../../../lib/api-error.js";
+import { OptionError } from "../../../lib/option-error.js";
 import { systemClock, type Clock } from "./clock.js";
 import {
   CredentialError,
-  describeError,
-  untilAborted,
   type CredentialSource,
   type CredentialStatus,
   type RenewalRecorder,
@@ -31,10 +32,6 @@ export interface EksTokenSourceOptions {
   recordRenewal?: RenewalRecorder;
 }
 
-export class EksTokenSourceOptionsError extends Error {
-  readonly code = "SWITCHYARD_EKS_TOKEN_OPTIONS";
-}
-
 export class EksTokenSource implements CredentialSource {
   readonly authType = "eks" as const;
   private token: string | undefined;
@@ -48,12 +45,13 @@ export class EksTokenSource implements CredentialSource {
   private readonly logger: Logger;
 
   constructor(private readonly options: EksTokenSourceOptions) {
-    if (!options.cluster) throw new EksTokenSourceOptionsError("cluster is required (the EKS cluster name)");
-    if (!options.region) throw new EksTokenSourceOptionsError("region is required (the STS region)");
+    if (!options.cluster) throw new OptionError("cluster", "is required (the EKS cluster name)");
+    if (!options.region) throw new OptionError("region", "is required (the STS region)");
     const r = options.refreshIntervalMs ?? 600_000;
     if (!(r > 0 && r < EKS_TOKEN_URL_TTL_SECONDS * 1000))
-      throw new EksTokenSourceOptionsError(
-        `refreshIntervalMs must be between 0 and ${EKS_TOKEN_URL_TTL_SECONDS * 1000} (the URL's validity), got ${r}`,
+      throw new OptionError(
+        "refreshIntervalMs",
+        `must be between 0 and ${EKS_TOKEN_URL_TTL_SECONDS * 1000} (the URL's validity), got ${r}`,
       );
     this.refreshIntervalMs = r;
     this.clock = options.clock ?? systemClock;
@@ -111,7 +109,7 @@ export class EksTokenSource implements CredentialSource {
       return token;
     } catch (err) {
       this.failures++;
-      this.lastError = `could not sign an EKS token with AWS credentials from the default provider chain: ${describeError(err)}`;
+      this.lastError = `could not sign an EKS token with AWS credentials from the default provider chain: ${firstLine(err)}`;
       this.options.recordRenewal?.(this.authType, "failure");
       this.logger.warn({ failures: this.failures }, this.lastError);
       throw new CredentialError("SWITCHYARD_CREDENTIAL_UNAVAILABLE", this.lastError);

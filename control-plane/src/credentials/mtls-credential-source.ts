@@ -2,13 +2,10 @@
 // them (the issuer is outside our reach) but pick up a changed Secret on the next
 // request, report the certificate's expiry, and warn `warnBeforeExpiryMs` before it lapses.
 import { X509Certificate } from "node:crypto";
+import { untilAborted } from "../../../lib/abortable-sleep.js";
+import { nonNegative, OptionError } from "../../../lib/option-error.js";
 import { systemClock, type Clock } from "./clock.js";
-import {
-  untilAborted,
-  type CredentialSource,
-  type CredentialStatus,
-  type RequestCredentials,
-} from "./credential-source.js";
+import type { CredentialSource, CredentialStatus, RequestCredentials } from "./credential-source.js";
 
 export interface MtlsCredentialSourceOptions {
   cluster: string;
@@ -17,10 +14,6 @@ export interface MtlsCredentialSourceOptions {
   clock?: Clock;
   /** Warn this long before the certificate expires, in ms (default 7 days). */
   warnBeforeExpiryMs?: number;
-}
-
-export class MtlsCredentialSourceOptionsError extends Error {
-  readonly code = "SWITCHYARD_MTLS_OPTIONS";
 }
 
 export class MtlsCredentialSource implements CredentialSource {
@@ -33,10 +26,8 @@ export class MtlsCredentialSource implements CredentialSource {
   private readonly warnBeforeMs: number;
 
   constructor(private readonly options: MtlsCredentialSourceOptions) {
-    if (!options.cluster) throw new MtlsCredentialSourceOptionsError("cluster is required");
-    const w = options.warnBeforeExpiryMs ?? 7 * 86_400_000;
-    if (!(w >= 0)) throw new MtlsCredentialSourceOptionsError(`warnBeforeExpiryMs must be >= 0, got ${w}`);
-    this.warnBeforeMs = w;
+    if (!options.cluster) throw new OptionError("cluster", "is required");
+    this.warnBeforeMs = nonNegative("warnBeforeExpiryMs", options.warnBeforeExpiryMs, 7 * 86_400_000);
     this.clock = options.clock ?? systemClock;
     this.certPem = options.certPem;
     this.keyPem = options.keyPem;

@@ -8,6 +8,9 @@
 import { CoordinationV1Api, V1MicroTime, type KubeConfig, type V1Lease } from "@kubernetes/client-node";
 import type { Logger } from "pino";
 import { pino } from "pino";
+import { sleep } from "../../../lib/abortable-sleep.js";
+import { firstLine } from "../../../lib/api-error.js";
+import { OptionError } from "../../../lib/option-error.js";
 
 export interface LeaseElectorOptions {
   kubeConfig: KubeConfig;
@@ -31,10 +34,6 @@ export interface LeaseElectorOptions {
   releaseOnStop?: boolean;
 }
 
-export class LeaseElectorOptionsError extends Error {
-  readonly code = "SWITCHYARD_LEASE_OPTIONS";
-}
-
 export class LeaseElector {
   private readonly api: CoordinationV1Api;
   private readonly leaseDurationMs: number;
@@ -48,10 +47,10 @@ export class LeaseElector {
   private knownLeader: string | undefined;
 
   constructor(private readonly options: LeaseElectorOptions) {
-    if (!options.kubeConfig) throw new LeaseElectorOptionsError("kubeConfig is required");
-    if (!options.namespace) throw new LeaseElectorOptionsError("namespace is required");
-    if (!options.name) throw new LeaseElectorOptionsError("name is required (the Lease name)");
-    if (!options.identity) throw new LeaseElectorOptionsError("identity is required (e.g. the pod name)");
+    if (!options.kubeConfig) throw new OptionError("kubeConfig", "is required");
+    if (!options.namespace) throw new OptionError("namespace", "is required");
+    if (!options.name) throw new OptionError("name", "is required (the Lease name)");
+    if (!options.identity) throw new OptionError("identity", "is required (e.g. the pod name)");
     this.leaseDurationMs = options.leaseDurationMs ?? 15_000;
     this.renewDeadlineMs = options.renewDeadlineMs ?? 10_000;
     this.retryPeriodMs = options.retryPeriodMs ?? 2_000;
@@ -60,7 +59,8 @@ export class LeaseElector {
       this.retryPeriodMs < this.renewDeadlineMs &&
       this.renewDeadlineMs < this.leaseDurationMs
     ))
-      throw new LeaseElectorOptionsError(
+      throw new OptionError(
+        "renewDeadlineMs",
         `need 0 < retryPeriodMs (${this.retryPeriodMs}) < renewDeadlineMs (${this.renewDeadlineMs}) < leaseDurationMs (${this.leaseDurationMs})`,
       );
     this.logger = (options.logger ?? pino({ level: "silent" })).child({
@@ -90,7 +90,7 @@ export class LeaseElector {
       try {
         ok = await this.tryAcquireOrRenew();
       } catch (err) {
-        this.logger.warn({ err: (err as Error).message?.split("\n")[0] }, "lease update failed");
+        this.logger.warn({ err: firstLine(err) }, "lease update failed");
       }
       const now = Date.now();
       if (ok) {
@@ -103,7 +103,7 @@ export class LeaseElector {
     }
     if (this.leading && (this.options.releaseOnStop ?? true)) {
       await this.release().catch((err: unknown) =>
-        this.logger.warn({ err: (err as Error).message?.split("\n")[0] }, "releasing the lease failed"),
+        this.logger.warn({ err: firstLine(err) }, "releasing the lease failed"),
       );
     }
     this.stepDown("stopped");
@@ -218,17 +218,4 @@ export class LeaseElector {
       },
     });
   }
-}
-
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal.aborted) return resolve();
-    const t = setTimeout(done, ms);
-    function done() {
-      clearTimeout(t);
-      signal.removeEventListener("abort", done);
-      resolve();
-    }
-    signal.addEventListener("abort", done, { once: true });
-  });
 }

@@ -4,9 +4,10 @@
 // the target's namespace — so a restarted control plane finds the same one (agents keep running and keep accepting it). Only its
 // sha256 goes to the agent; the secret itself goes into this member's routing table.
 // Never logged.
-import { createHash, randomBytes } from "node:crypto";
+import { createHash } from "node:crypto";
 import { ApiException, CoreV1Api, type KubeConfig, type V1Secret } from "@kubernetes/client-node";
-import { GROUP } from "../crds/api-group.js";
+import { GROUP } from "../../../proto/api/v1alpha1/index.js";
+import { hashSecret, newSecret } from "../../../proto/session-auth.js";
 
 export const AGENT_SECRET_LABEL = `${GROUP}/agent-secret`;
 export const AGENT_TARGET_ANNOTATION = `${GROUP}/agent-target`;
@@ -16,6 +17,7 @@ export interface AgentSecret {
   hash: string;
 }
 
+/** sha256 hex of an id, for stable names derived from it (Secret names, agent ids); secrets use hashSecret. */
 export function sha256Hex(s: string): string {
   return createHash("sha256").update(s, "utf8").digest("hex");
 }
@@ -42,7 +44,7 @@ export class AgentSecretStore {
     const name = agentSecretName(id);
     const existing = await this.#read(namespace, name);
     if (existing) return existing;
-    const secret = randomBytes(32).toString("base64url");
+    const secret = newSecret();
     const body: V1Secret = {
       metadata: {
         name,
@@ -55,7 +57,7 @@ export class AgentSecretStore {
     };
     try {
       await this.#core.createNamespacedSecret({ namespace, body });
-      return { secret, hash: sha256Hex(secret) };
+      return { secret, hash: hashSecret(secret) };
     } catch (err) {
       // Another writer won the race: use theirs.
       if (err instanceof ApiException && err.code === 409) {
@@ -81,7 +83,7 @@ export class AgentSecretStore {
       const b64 = s.data?.secret;
       if (!b64) return undefined;
       const secret = Buffer.from(b64, "base64").toString("utf8");
-      return { secret, hash: sha256Hex(secret) };
+      return { secret, hash: hashSecret(secret) };
     } catch (err) {
       if (err instanceof ApiException && err.code === 404) return undefined;
       throw err;

@@ -1,10 +1,10 @@
 import { KubeConfig } from "@kubernetes/client-node";
 import { describe, expect, it } from "vitest";
-import type { ClusterSession } from "../crds/index.js";
+import { OptionError } from "../../../lib/option-error.js";
+import type { ClusterSession } from "../../../proto/api/v1alpha1/index.js";
 import { RouteSnapshotCache } from "../route-discovery/index.js";
 import type { AgentProvisioner } from "./agent-provisioner.js";
 import { ClusterSessionReconciler, ttlDeadline } from "./cluster-session-reconciler.js";
-import { MemberOptionError } from "./member-errors.js";
 
 function session(created: string, renewedAt?: string, ttlSeconds?: number): ClusterSession {
   return {
@@ -58,7 +58,7 @@ describe("ClusterSessionReconciler options", () => {
 
   it("refuses a router endpoint that is not a ws(s)/http(s) URL", () => {
     expect(() => new ClusterSessionReconciler({ ...base, routerEndpoint: "gw.east:8443" })).toThrow(
-      MemberOptionError,
+      OptionError,
     );
     expect(() => new ClusterSessionReconciler({ ...base, routerEndpoint: "ftp://gw" })).toThrow(
       /routerEndpoint/,

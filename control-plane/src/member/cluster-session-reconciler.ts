@@ -10,6 +10,7 @@
 import { create } from "@bufbuild/protobuf";
 import type { KubeConfig } from "@kubernetes/client-node";
 import type { Logger } from "pino";
+import { OptionError, positive } from "../../../lib/option-error.js";
 import {
   SessionRouteSchema,
   SessionState,
@@ -19,10 +20,13 @@ import {
   clusterSessionClient,
   GROUP,
   parseTarget,
+  setConditions,
   TTL_SECONDS_DEFAULT,
   type ClusterSession,
   type ClusterSessionStatus,
-} from "../crds/index.js";
+  type ConditionUpdate,
+} from "../../../proto/api/v1alpha1/index.js";
+import { sessionUrl } from "../../../proto/session-endpoint.js";
 import type { RouteSnapshotCache } from "../route-discovery/index.js";
 import {
   withContext,
@@ -33,8 +37,6 @@ import {
 } from "../runtime/index.js";
 import type { AgentProvisioner } from "./agent-provisioner.js";
 import { AgentSecretStore } from "./agent-secret-store.js";
-import { MemberOptionError } from "./member-errors.js";
-import { sameCondition, setCondition, type ConditionUpdate } from "./session-conditions.js";
 import { TargetLocks } from "./target-locks.js";
 import { resolveTarget, targetId, type TargetSource } from "./target-resolver.js";
 
@@ -74,19 +76,18 @@ export class ClusterSessionReconciler implements Reconciler {
     try {
       url = new URL(options.routerEndpoint);
     } catch {
-      throw new MemberOptionError(
+      throw new OptionError(
         "routerEndpoint",
         `must be a URL such as wss://gw.example:8443, got "${options.routerEndpoint}"`,
       );
     }
     if (!/^(wss?|https?):$/.test(url.protocol) || url.search || url.hash) {
-      throw new MemberOptionError(
+      throw new OptionError(
         "routerEndpoint",
         `must be a ws(s):// or http(s):// URL without query, got "${options.routerEndpoint}"`,
       );
     }
-    const recheck = options.waitingRecheckMs ?? 5000;
-    if (!(recheck > 0)) throw new MemberOptionError("waitingRecheckMs", `must be > 0 ms, got ${recheck}`);
+    const recheck = positive("waitingRecheckMs", options.waitingRecheckMs, 5000);
     this.#o = options;
     this.#endpoint = options.routerEndpoint.replace(/\/+$/, "");
     this.#client = clusterSessionClient(options.kubeConfig);
@@ -97,7 +98,7 @@ export class ClusterSessionReconciler implements Reconciler {
   }
 
   gatewayFor(name: string): string {
-    return `${this.#endpoint}/v1/sessions/${name}`;
+    return sessionUrl(this.#endpoint, name);
   }
 
   async reconcile(key: ObjectKey, signal: AbortSignal): Promise<ReconcileResult> {
@@ -192,7 +193,7 @@ export class ClusterSessionReconciler implements Reconciler {
       state: SessionState.READY,
       upstreams: agents.map((a, i) => ({
         cluster: a.id,
-        url: `${a.baseUrl}/v1/sessions/${key.name}`,
+        url: sessionUrl(a.baseUrl, key.name),
         secret: secret.secret,
         isDefault: i === 0,
         caPem: this.#o.agentCaPem ?? "",
@@ -288,13 +289,13 @@ export class ClusterSessionReconciler implements Reconciler {
   ): Promise<void> {
     const st = session.status ?? {};
     const generation = session.metadata.generation;
-    const current = (st.conditions ?? []).find((c) => c.type === "Ready");
+    const conditions = setConditions(st.conditions, [ready], new Date(this.#now()), generation);
     const unchanged =
       st.phase === fields.phase &&
       (st.gateway ?? null) === fields.gateway &&
       JSON.stringify(st.pod ?? null) === JSON.stringify(fields.pod) &&
       (st.agents ?? 0) === fields.agents &&
-      sameCondition(current, ready) &&
+      !conditions.changed &&
       st.observedGeneration === generation;
     if (unchanged) return;
     const patch = {
@@ -302,7 +303,7 @@ export class ClusterSessionReconciler implements Reconciler {
       gateway: fields.gateway,
       pod: fields.pod,
       agents: fields.agents,
-      conditions: setCondition(st.conditions, ready, generation, new Date(this.#now())),
+      conditions: conditions.conditions,
       ...(generation !== undefined ? { observedGeneration: generation } : {}),
     } as unknown as Partial<ClusterSessionStatus>;
     try {

@@ -29,4 +29,4 @@ export {
 export type { SidecarSettings, PortMapping } from "./sidecar-pod-template.js";
 export { resolveTarget, rankReadyPods, isPodReady } from "./target-resolver.js";
 export type { ResolvedTarget, TargetSource } from "./target-resolver.js";
-export { AgentLaunchError, MemberOptionError } from "./member-errors.js";
+export { AgentLaunchError } from "./member-errors.js";

@@ -7,7 +7,13 @@
 // since no Primary does that for them.
 import type { KubeConfig, V1Deployment, V1Pod, V1StatefulSet } from "@kubernetes/client-node";
 import type { Logger } from "pino";
-import { clusterSessionClient, clusterSessionCrd, parseTarget, type ClusterSession } from "../crds/index.js";
+import { positive } from "../../../lib/option-error.js";
+import {
+  clusterSessionClient,
+  clusterSessionCrd,
+  parseTarget,
+  type ClusterSession,
+} from "../../../proto/api/v1alpha1/index.js";
 import type { RouteSnapshotCache } from "../route-discovery/index.js";
 import {
   Controller,
@@ -24,7 +30,6 @@ import {
 import type { AgentProvisioner } from "./agent-provisioner.js";
 import { ClusterSessionReconciler } from "./cluster-session-reconciler.js";
 import { selectorMatches } from "./label-selector.js";
-import { MemberOptionError } from "./member-errors.js";
 import { targetId, type TargetSource } from "./target-resolver.js";
 
 export interface MemberControllerOptions {
@@ -65,10 +70,8 @@ export class MemberController {
   #initial: Promise<Set<string>> | undefined;
 
   constructor(options: MemberControllerOptions) {
-    const timeout = options.initialSyncTimeoutMs ?? 30_000;
-    if (!(timeout > 0)) throw new MemberOptionError("initialSyncTimeoutMs", `must be > 0 ms, got ${timeout}`);
-    const renew = options.renewIntervalMs ?? 10_000;
-    if (!(renew > 0)) throw new MemberOptionError("renewIntervalMs", `must be > 0 ms, got ${renew}`);
+    const timeout = positive("initialSyncTimeoutMs", options.initialSyncTimeoutMs, 30_000);
+    const renew = positive("renewIntervalMs", options.renewIntervalMs, 10_000);
     this.#o = { ...options, initialSyncTimeoutMs: timeout, renewIntervalMs: renew };
     const kc = options.kubeConfig;
     const logger = options.logger;

@@ -22,6 +22,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { V1Pod } from "@kubernetes/client-node";
 import type { Logger } from "pino";
+import { OptionError, positive } from "../../../lib/option-error.js";
 import {
   agentIdForPod,
   type AgentProvisioner,
@@ -29,7 +30,7 @@ import {
   type EnsureAgentsResult,
 } from "./agent-provisioner.js";
 import { sha256Hex } from "./agent-secret-store.js";
-import { AgentLaunchError, MemberOptionError } from "./member-errors.js";
+import { AgentLaunchError } from "./member-errors.js";
 import type { ResolvedTarget } from "./target-resolver.js";
 
 export interface AgentCommand {
@@ -90,18 +91,10 @@ export class ProcessAgentProvisioner implements AgentProvisioner {
   readonly #reported = new Set<number>();
 
   constructor(options: ProcessAgentProvisionerOptions) {
-    if (!options.kubeconfigPath)
-      throw new MemberOptionError("kubeconfigPath", "is required for process agents");
-    const startTimeoutMs = options.startTimeoutMs ?? 20_000;
-    if (!(startTimeoutMs > 0)) {
-      throw new MemberOptionError("startTimeoutMs", `must be a positive number of ms, got ${startTimeoutMs}`);
-    }
-    if (options.livenessIntervalMs !== undefined && !(options.livenessIntervalMs > 0)) {
-      throw new MemberOptionError(
-        "livenessIntervalMs",
-        `must be a positive number of ms, got ${options.livenessIntervalMs}`,
-      );
-    }
+    if (!options.kubeconfigPath) throw new OptionError("kubeconfigPath", "is required for process agents");
+    const startTimeoutMs = positive("startTimeoutMs", options.startTimeoutMs, 20_000);
+    if (options.livenessIntervalMs !== undefined)
+      positive("livenessIntervalMs", options.livenessIntervalMs, 0);
     this.#o = {
       ...options,
       host: options.host ?? "127.0.0.1",

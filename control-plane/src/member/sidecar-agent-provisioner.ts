@@ -14,6 +14,7 @@ import {
   type V1StatefulSet,
 } from "@kubernetes/client-node";
 import type { Logger } from "pino";
+import { integerIn, OptionError } from "../../../lib/option-error.js";
 import { TerminalReconcileError } from "../runtime/index.js";
 import {
   agentIdForPod,
@@ -23,7 +24,6 @@ import {
   type EnsureAgentsResult,
 } from "./agent-provisioner.js";
 import { sha256Hex } from "./agent-secret-store.js";
-import { MemberOptionError } from "./member-errors.js";
 import {
   hasSidecar,
   injectSidecar,
@@ -55,12 +55,9 @@ export class SidecarAgentProvisioner implements AgentProvisioner {
 
   constructor(options: SidecarAgentProvisionerOptions) {
     if (!options.agentImage || /\s/.test(options.agentImage)) {
-      throw new MemberOptionError("agentImage", `must be an image reference, got "${options.agentImage}"`);
+      throw new OptionError("agentImage", `must be an image reference, got "${options.agentImage}"`);
     }
-    const port = options.agentPort ?? 9440;
-    if (!Number.isInteger(port) || port < 1 || port > 65535) {
-      throw new MemberOptionError("agentPort", `must be a TCP port 1-65535, got ${port}`);
-    }
+    const port = integerIn("agentPort", options.agentPort, 9440, 1, 65535);
     this.#apps = options.kubeConfig.makeApiClient(AppsV1Api);
     this.#settings = options;
     this.#scheme = options.scheme ?? "ws";

@@ -8,7 +8,7 @@
 // added. The original template is kept in an annotation so it can be put back exactly.
 import { createHash } from "node:crypto";
 import type { V1Container, V1PodSpec, V1PodTemplateSpec } from "@kubernetes/client-node";
-import { GROUP } from "../crds/api-group.js";
+import { GROUP } from "../../../proto/api/v1alpha1/index.js";
 
 export const AGENT_CONTAINER = "switchyard-agent";
 export const REDIRECT_CONTAINER = "switchyard-redirect";

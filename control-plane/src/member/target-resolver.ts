@@ -4,7 +4,7 @@
 // ready (no flapping), then the oldest. Reads come from a TargetSource (the informer
 // caches), so resolution is cheap and repeated on every pod event.
 import type { V1Deployment, V1Pod, V1PodTemplateSpec, V1StatefulSet } from "@kubernetes/client-node";
-import { parseTarget, type ParsedTarget } from "../crds/index.js";
+import { parseTarget, type ParsedTarget } from "../../../proto/api/v1alpha1/index.js";
 import { selectorMatches } from "./label-selector.js";
 
 export type Workload = V1Deployment | V1StatefulSet;

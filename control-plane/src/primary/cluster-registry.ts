@@ -7,17 +7,18 @@
 import type { KubeConfig } from "@kubernetes/client-node";
 import type { Logger } from "pino";
 import { pino } from "pino";
+import { sleep, untilAborted } from "../../../lib/abortable-sleep.js";
+import { describeApiError, firstLine } from "../../../lib/api-error.js";
+import { OptionError, positive } from "../../../lib/option-error.js";
 import type { MultiClusterConfig, RemoteClusterConfig } from "../config/cluster-config.js";
 import { ClusterConfigError } from "../config/cluster-config-error.js";
 import { ClusterConfigSource, type ClusterConfigSnapshot } from "../config/cluster-config-source.js";
 import type { ClusterCredentialMaterial } from "../config/credential-secret.js";
 import { checkClusterHealth, type ClusterHealth } from "../clusters/cluster-health-checker.js";
 import { OperatorStatusPublisher } from "../clusters/operator-status-publisher.js";
-import { describeApiError } from "../clusters/remote-error.js";
 import type { RemoteClusterClient } from "../clusters/remote-cluster-client.js";
 import { connectRemoteCluster, type RemoteClusterConnection } from "../clusters/remote-cluster-connection.js";
 import { systemClock, type Clock } from "../credentials/clock.js";
-import { describeError, untilAborted } from "../credentials/credential-source.js";
 import type { AwsCredentials } from "../credentials/eks-token.js";
 import { LeaseElector } from "../leader/lease-elector.js";
 import { ClusterRegistryMetrics } from "../metrics/cluster-registry-metrics.js";
@@ -54,10 +55,6 @@ export interface ClusterRegistryOptions {
   onStartedLeading?: (leading: AbortSignal) => void;
 }
 
-export class ClusterRegistryOptionsError extends Error {
-  readonly code = "SWITCHYARD_CLUSTER_REGISTRY_OPTIONS";
-}
-
 interface Entry {
   config: RemoteClusterConfig;
   material: ClusterCredentialMaterial | ClusterConfigError;
@@ -87,17 +84,10 @@ export class ClusterRegistry {
   private rejectLoaded!: (e: unknown) => void;
 
   constructor(private readonly options: ClusterRegistryOptions) {
-    if (!options.kubeConfig)
-      throw new ClusterRegistryOptionsError("kubeConfig is required (the Primary's own)");
-    if (!options.namespace)
-      throw new ClusterRegistryOptionsError("namespace is required (the control plane's)");
-    if (!options.identity) throw new ClusterRegistryOptionsError("identity is required (e.g. the pod name)");
-    const interval = options.checkIntervalMs ?? 30_000;
-    if (!(Number.isFinite(interval) && interval > 0))
-      throw new ClusterRegistryOptionsError(
-        `checkIntervalMs must be a positive number of ms, got ${interval}`,
-      );
-    this.checkIntervalMs = interval;
+    if (!options.kubeConfig) throw new OptionError("kubeConfig", "is required (the Primary's own)");
+    if (!options.namespace) throw new OptionError("namespace", "is required (the control plane's)");
+    if (!options.identity) throw new OptionError("identity", "is required (e.g. the pod name)");
+    this.checkIntervalMs = positive("checkIntervalMs", options.checkIntervalMs, 30_000);
     this.clock = options.clock ?? systemClock;
     this.logger = (options.logger ?? pino({ level: "silent" })).child({ component: "cluster-registry" });
     this.metrics = options.metrics ?? new ClusterRegistryMetrics();
@@ -230,7 +220,7 @@ export class ClusterRegistry {
             this.logger.info({ cluster: name }, "credentials reloaded from Secret");
           } catch (err) {
             this.logger.warn(
-              { cluster: name, err: describeError(err) },
+              { cluster: name, err: firstLine(err) },
               "new credentials rejected; keeping the old ones",
             );
           }
@@ -274,14 +264,11 @@ export class ClusterRegistry {
       void connection.credential
         .start(signal)
         .catch((err: unknown) =>
-          this.logger.error(
-            { cluster: config.name, err: describeError(err) },
-            "credential renewal loop failed",
-          ),
+          this.logger.error({ cluster: config.name, err: firstLine(err) }, "credential renewal loop failed"),
         );
       return { config, material, connection, stop };
     } catch (err) {
-      const reason = `cluster "${config.name}": credentials unusable: ${describeError(err)}`;
+      const reason = `cluster "${config.name}": credentials unusable: ${firstLine(err)}`;
       this.logger.error({ cluster: config.name }, reason);
       return { config, material, brokenReason: reason };
     }
@@ -308,18 +295,7 @@ export class ClusterRegistry {
         if (this.roundWaiters[i]!.after <= this.rounds) this.roundWaiters.splice(i, 1)[0]!.resolve(h);
       }
       if (this.kick.signal.aborted) this.kick = new AbortController();
-      await new Promise<void>((resolve) => {
-        const t = setTimeout(done, this.checkIntervalMs);
-        const k = this.kick.signal;
-        function done() {
-          clearTimeout(t);
-          signal.removeEventListener("abort", done);
-          k.removeEventListener("abort", done);
-          resolve();
-        }
-        signal.addEventListener("abort", done, { once: true });
-        k.addEventListener("abort", done, { once: true });
-      });
+      await sleep(this.checkIntervalMs, AbortSignal.any([signal, this.kick.signal]));
     }
   }
 

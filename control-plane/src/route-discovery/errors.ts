@@ -1,5 +1,6 @@
 // Error classes of the RouteDiscovery server side. Each carries a stable `code` so callers
-// and tests match on codes, never on message text.
+// and tests match on codes, never on message text. Invalid options are `OptionError`s
+// (lib/option-error.ts).
 
 /** A SessionRoute handed to the snapshot cache is inconsistent; nothing was published. */
 export class RouteValidationError extends Error {
@@ -10,18 +11,6 @@ export class RouteValidationError extends Error {
   ) {
     super(`routing table of session "${sessionId}" rejected: ${message}`);
     this.name = "RouteValidationError";
-  }
-}
-
-/** An option given to a RouteDiscovery component is missing or malformed. */
-export class RouteDiscoveryConfigError extends Error {
-  readonly code = "SWITCHYARD_ROUTE_DISCOVERY_CONFIG_INVALID";
-  constructor(
-    readonly option: string,
-    message: string,
-  ) {
-    super(`option ${option}: ${message}`);
-    this.name = "RouteDiscoveryConfigError";
   }
 }
 

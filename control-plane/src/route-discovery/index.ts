@@ -26,4 +26,4 @@ export type {
   TokenReviewAuthenticatorOptions,
 } from "./token-review-authenticator.js";
 export { RouteDiscoveryMetrics } from "./route-discovery-metrics.js";
-export { RouteValidationError, RouteDiscoveryConfigError, RouterAuthError } from "./errors.js";
+export { RouteValidationError, RouterAuthError } from "./errors.js";

@@ -13,8 +13,8 @@ import type { AddressInfo } from "node:net";
 import type { TLSSocket } from "node:tls";
 import { createContextValues } from "@connectrpc/connect";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
+import { integerIn, OptionError } from "../../../lib/option-error.js";
 import { RouteDiscovery } from "../../../proto/gen/route_discovery_pb.js";
-import { RouteDiscoveryConfigError } from "./errors.js";
 import type { RouterPeer } from "./router-authenticator.js";
 import { routerTlsPeerKey, type RouteDiscoveryStreamServer } from "./stream-server.js";
 
@@ -37,24 +37,20 @@ export class RouteDiscoveryServer {
   private readonly sessions = new Set<ServerHttp2Session>();
 
   constructor(opts: RouteDiscoveryServerOptions) {
-    if (!opts.streams)
-      throw new RouteDiscoveryConfigError("streams", "a RouteDiscoveryStreamServer is required");
+    if (!opts.streams) throw new OptionError("streams", "a RouteDiscoveryStreamServer is required");
     if (opts.tls && opts.plaintext) {
-      throw new RouteDiscoveryConfigError("plaintext", "cannot be combined with tls; choose one");
+      throw new OptionError("plaintext", "cannot be combined with tls; choose one");
     }
     if (!opts.tls && opts.plaintext !== true) {
-      throw new RouteDiscoveryConfigError(
+      throw new OptionError(
         "tls",
         "routing tables carry secrets: give tls.certPem/keyPem, or set plaintext: true explicitly (embedded use only)",
       );
     }
     if (opts.tls && (!opts.tls.certPem || !opts.tls.keyPem)) {
-      throw new RouteDiscoveryConfigError("tls", "certPem and keyPem are both required");
+      throw new OptionError("tls", "certPem and keyPem are both required");
     }
-    const port = opts.port ?? 0;
-    if (!Number.isInteger(port) || port < 0 || port > 65535) {
-      throw new RouteDiscoveryConfigError("port", `must be 0-65535, got ${port}`);
-    }
+    integerIn("port", opts.port, 0, 0, 65535);
     this.opts = opts;
   }
 

@@ -2,10 +2,10 @@
 // a router can only serve what is well-formed, so bad tables are stopped at the source
 // with an error naming the field, instead of being NACKed by every router.
 import { SessionState, type SessionRoute } from "../../../proto/gen/route_discovery_pb.js";
+import { isSecretHash } from "../../../proto/session-auth.js";
 import { RouteValidationError } from "./errors.js";
 
 const dnsLabel = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
-const sha256Hex = /^[0-9a-f]{64}$/;
 /** Session ids end up in URL paths and object names: a DNS subdomain-ish charset. */
 const sessionIdPattern = /^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/;
 
@@ -18,7 +18,7 @@ export function validateSessionRoute(route: SessionRoute): void {
   if (!sessionIdPattern.test(id)) {
     fail("session_id must be 1-253 lowercase alphanumerics, '-' or '.', starting and ending alphanumeric");
   }
-  if (!sha256Hex.test(route.clientKeyHash)) {
+  if (!isSecretHash(route.clientKeyHash)) {
     fail("client_key_hash must be the lowercase hex sha256 (64 characters) of the client secret");
   }
   if (route.state !== SessionState.CREATING && route.state !== SessionState.READY) {

@@ -3,7 +3,8 @@
 // token (checked by TokenReview, see token-review-authenticator.ts) or with a client
 // certificate the TLS layer verified against the configured router CA. Either way the
 // identity must be on an allow-list; nothing else gets through.
-import { RouteDiscoveryConfigError, RouterAuthError } from "./errors.js";
+import { OptionError } from "../../../lib/option-error.js";
+import { RouterAuthError } from "./errors.js";
 
 /** What the transport knows about the peer of one stream. */
 export interface RouterPeer {
@@ -50,14 +51,14 @@ export class RouterAuthenticator {
 
   constructor(opts: RouterAuthenticatorOptions) {
     if (!opts.bearer && !opts.clientCertificate) {
-      throw new RouteDiscoveryConfigError(
+      throw new OptionError(
         "bearer/clientCertificate",
         "configure at least one way for routers to authenticate (ServiceAccount tokens or client certificates)",
       );
     }
     const cns = opts.clientCertificate?.allowedCommonNames;
     if (cns !== undefined && (cns.length === 0 || cns.some((c) => c.length === 0))) {
-      throw new RouteDiscoveryConfigError(
+      throw new OptionError(
         "clientCertificate.allowedCommonNames",
         "must list at least one non-empty common name, or be omitted to accept any certificate the CA signed",
       );

@@ -10,8 +10,9 @@
 // failed-over control plane) unknown, which forces a full resync, as it must.
 import { randomBytes } from "node:crypto";
 import { clone, equals } from "@bufbuild/protobuf";
+import { integerIn } from "../../../lib/option-error.js";
 import { SessionRouteSchema, type SessionRoute } from "../../../proto/gen/route_discovery_pb.js";
-import { RouteDiscoveryConfigError, RouteValidationError } from "./errors.js";
+import { RouteValidationError } from "./errors.js";
 import { validateSessionRoute } from "./route-validation.js";
 
 /** An immutable view of every session route at one version. */
@@ -70,11 +71,7 @@ export class RouteSnapshotCache {
   private isReady: boolean;
 
   constructor(opts: RouteSnapshotCacheOptions = {}) {
-    const max = opts.maxLogEntries ?? 10_000;
-    if (!Number.isInteger(max) || max < 1) {
-      throw new RouteDiscoveryConfigError("maxLogEntries", `must be a positive integer, got ${max}`);
-    }
-    this.maxLogEntries = max;
+    this.maxLogEntries = integerIn("maxLogEntries", opts.maxLogEntries, 10_000, 1);
     this.isReady = opts.ready ?? false;
   }
 

@@ -18,14 +18,15 @@ import {
 } from "@connectrpc/connect";
 import { pino, type Logger } from "pino";
 import type { Registry } from "prom-client";
+import { AsyncQueue } from "../../../lib/async-queue.js";
+import { integerIn, OptionError, positive } from "../../../lib/option-error.js";
 import {
   DiscoveryResponseSchema,
   type DiscoveryRequest,
   type DiscoveryResponse,
   type RouteDiscovery,
 } from "../../../proto/gen/route_discovery_pb.js";
-import { RouteDiscoveryConfigError, RouterAuthError } from "./errors.js";
-import { ResponseOutbox } from "./response-outbox.js";
+import { RouterAuthError } from "./errors.js";
 import { RouteDiscoveryMetrics } from "./route-discovery-metrics.js";
 import type { RouterAuthenticator, RouterIdentity, RouterPeer } from "./router-authenticator.js";
 import type { RouteSnapshotCache } from "./snapshot-cache.js";
@@ -86,24 +87,12 @@ export class RouteDiscoveryStreamServer {
   private nextStreamId = 1;
 
   constructor(opts: RouteDiscoveryStreamServerOptions) {
-    if (!opts.cache) throw new RouteDiscoveryConfigError("cache", "a RouteSnapshotCache is required");
+    if (!opts.cache) throw new OptionError("cache", "a RouteSnapshotCache is required");
     if (!opts.authenticator) {
-      throw new RouteDiscoveryConfigError(
-        "authenticator",
-        "a RouterAuthenticator is required: routes carry secrets",
-      );
+      throw new OptionError("authenticator", "a RouterAuthenticator is required: routes carry secrets");
     }
-    const timeout = opts.firstRequestTimeoutMs ?? 10_000;
-    if (!Number.isFinite(timeout) || timeout <= 0) {
-      throw new RouteDiscoveryConfigError("firstRequestTimeoutMs", `must be > 0 ms, got ${timeout}`);
-    }
-    const maxLive = opts.maxLiveSessionsPerReport ?? 100_000;
-    if (!Number.isInteger(maxLive) || maxLive < 1) {
-      throw new RouteDiscoveryConfigError(
-        "maxLiveSessionsPerReport",
-        `must be a positive integer, got ${maxLive}`,
-      );
-    }
+    const timeout = positive("firstRequestTimeoutMs", opts.firstRequestTimeoutMs, 10_000);
+    const maxLive = integerIn("maxLiveSessionsPerReport", opts.maxLiveSessionsPerReport, 100_000, 1);
     this.cache = opts.cache;
     this.authenticator = opts.authenticator;
     this.log = (opts.logger ?? pino({ level: "silent" })).child({ component: "route-discovery" });
@@ -176,7 +165,7 @@ export class RouteDiscoveryStreamServer {
     }
 
     const streamId = this.nextStreamId++;
-    const outbox = new ResponseOutbox<DiscoveryResponse>();
+    const outbox = new AsyncQueue<DiscoveryResponse>();
     const stream = new DiscoveryStream(streamId, first.routerId, identity.name, outbox, this, this.cache);
     this.streams.set(streamId, stream);
     const unsubscribe = this.cache.onChange(() => stream.schedulePump());
@@ -289,7 +278,7 @@ class DiscoveryStream {
     private readonly id: number,
     private readonly routerId: string,
     private readonly identity: string,
-    private readonly outbox: ResponseOutbox<DiscoveryResponse>,
+    private readonly outbox: AsyncQueue<DiscoveryResponse>,
     private readonly server: RouteDiscoveryStreamServer,
     private readonly cache: RouteSnapshotCache,
   ) {}

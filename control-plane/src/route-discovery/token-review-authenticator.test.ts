@@ -2,6 +2,7 @@
 // itself is an injected function here; the integration suite runs real TokenReviews
 // against a real API server (test/integration/route-discovery).
 import { describe, expect, it } from "vitest";
+import { INVALID_OPTION } from "../../../lib/option-error.js";
 import { RouterAuthenticator } from "./router-authenticator.js";
 import {
   TokenReviewAuthenticator,
@@ -95,7 +96,7 @@ describe("TokenReviewAuthenticator", () => {
     const r = reviewer({});
     expect(() => new TokenReviewAuthenticator({ reviewer: r, allowedServiceAccounts: [] })).toThrow(
       expect.objectContaining({
-        code: "SWITCHYARD_ROUTE_DISCOVERY_CONFIG_INVALID",
+        code: INVALID_OPTION,
         option: "allowedServiceAccounts",
       }),
     );
@@ -156,8 +157,6 @@ describe("RouterAuthenticator", () => {
   });
 
   it("needs at least one method", () => {
-    expect(() => new RouterAuthenticator({})).toThrow(
-      expect.objectContaining({ code: "SWITCHYARD_ROUTE_DISCOVERY_CONFIG_INVALID" }),
-    );
+    expect(() => new RouterAuthenticator({})).toThrow(expect.objectContaining({ code: INVALID_OPTION }));
   });
 });

@@ -4,7 +4,8 @@
 // so a reconnect storm of N routers costs N reviews, not N per retry.
 import { createHash } from "node:crypto";
 import { AuthenticationV1Api, type KubeConfig } from "@kubernetes/client-node";
-import { RouteDiscoveryConfigError, RouterAuthError } from "./errors.js";
+import { nonNegative, OptionError } from "../../../lib/option-error.js";
+import { RouterAuthError } from "./errors.js";
 import type { BearerTokenAuthenticator, RouterIdentity } from "./router-authenticator.js";
 
 export interface ServiceAccountRef {
@@ -64,31 +65,26 @@ export class TokenReviewAuthenticator implements BearerTokenAuthenticator {
 
   constructor(opts: TokenReviewAuthenticatorOptions) {
     if (!opts.reviewer && !opts.kubeConfig) {
-      throw new RouteDiscoveryConfigError("kubeConfig", "required to run TokenReviews (or pass `reviewer`)");
+      throw new OptionError("kubeConfig", "required to run TokenReviews (or pass `reviewer`)");
     }
     if (!opts.allowedServiceAccounts || opts.allowedServiceAccounts.length === 0) {
-      throw new RouteDiscoveryConfigError(
+      throw new OptionError(
         "allowedServiceAccounts",
         "list the router ServiceAccounts (namespace/name) allowed to receive routing tables",
       );
     }
     for (const sa of opts.allowedServiceAccounts) {
       if (!dnsSubdomain.test(sa.namespace) || !dnsSubdomain.test(sa.name)) {
-        throw new RouteDiscoveryConfigError(
+        throw new OptionError(
           "allowedServiceAccounts",
           `"${sa.namespace}/${sa.name}" is not a valid namespace/name pair`,
         );
       }
     }
-    const positive = (n: number | undefined, name: string, dflt: number): number => {
-      const v = n ?? dflt;
-      if (!Number.isFinite(v) || v < 0) throw new RouteDiscoveryConfigError(name, `must be >= 0, got ${v}`);
-      return v;
-    };
-    this.ttl = positive(opts.cacheTtlMs, "cacheTtlMs", 30_000);
-    this.negativeTtl = positive(opts.negativeCacheTtlMs, "negativeCacheTtlMs", 5_000);
-    this.reviewTimeoutMs = positive(opts.reviewTimeoutMs, "reviewTimeoutMs", 5_000);
-    this.maxEntries = Math.max(1, positive(opts.maxCacheEntries, "maxCacheEntries", 1024));
+    this.ttl = nonNegative("cacheTtlMs", opts.cacheTtlMs, 30_000);
+    this.negativeTtl = nonNegative("negativeCacheTtlMs", opts.negativeCacheTtlMs, 5_000);
+    this.reviewTimeoutMs = nonNegative("reviewTimeoutMs", opts.reviewTimeoutMs, 5_000);
+    this.maxEntries = Math.max(1, nonNegative("maxCacheEntries", opts.maxCacheEntries, 1024));
     this.allowed = new Set(opts.allowedServiceAccounts.map((sa) => `${saPrefix}${sa.namespace}:${sa.name}`));
     this.audiences = opts.audiences ?? [];
     this.now = opts.now ?? Date.now;

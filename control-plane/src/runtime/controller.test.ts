@@ -1,6 +1,7 @@
 import { ApiException } from "@kubernetes/client-node";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { Controller, ControllerOptionError, ControllerStartedError, type Reconciler } from "./controller.js";
+import { OptionError } from "../../../lib/option-error.js";
+import { Controller, ControllerStartedError, type Reconciler } from "./controller.js";
 import { ControllerMetrics } from "./controller-metrics.js";
 import type { ObjectKey } from "./object-key.js";
 import { TerminalReconcileError, TransientReconcileError, withContext } from "./reconcile-errors.js";
@@ -27,7 +28,7 @@ async function until(cond: () => boolean, fake = false): Promise<void> {
 describe("Controller", () => {
   it("validates its options", () => {
     const reconciler = { reconcile: async () => {} };
-    expect(() => new Controller({ name: "Bad Name", reconciler })).toThrow(ControllerOptionError);
+    expect(() => new Controller({ name: "Bad Name", reconciler })).toThrow(OptionError);
     expect(() => new Controller({ name: "x", reconciler, concurrency: 0 })).toThrow(/concurrency/);
     expect(() => new Controller({ name: "x", reconciler: {} as Reconciler })).toThrow(/reconcile/);
   });

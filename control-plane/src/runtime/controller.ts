@@ -6,6 +6,7 @@
 import { setMaxListeners } from "node:events";
 import type { KubernetesObject } from "@kubernetes/client-node";
 import type { Logger } from "pino";
+import { integerIn, OptionError } from "../../../lib/option-error.js";
 import { ControllerMetrics } from "./controller-metrics.js";
 import { keyOf, keyString, parseKeyString, type ObjectKey } from "./object-key.js";
 import { reconcileErrorKind, TerminalReconcileError, TransientReconcileError } from "./reconcile-errors.js";
@@ -48,14 +49,6 @@ export interface ControllerOptions {
   metrics?: ControllerMetrics;
 }
 
-export class ControllerOptionError extends Error {
-  readonly code = "SWITCHYARD_CONTROLLER_OPTION";
-  constructor(message: string) {
-    super(message);
-    this.name = "ControllerOptionError";
-  }
-}
-
 export class ControllerStartedError extends Error {
   readonly code = "SWITCHYARD_CONTROLLER_STARTED";
   constructor(name: string) {
@@ -83,21 +76,13 @@ export class Controller {
 
   constructor(options: ControllerOptions) {
     if (!/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/.test(options.name ?? "")) {
-      throw new ControllerOptionError(
-        `name must be a DNS label such as "cluster-session", got "${options.name}"`,
-      );
+      throw new OptionError("name", `must be a DNS label such as "cluster-session", got "${options.name}"`);
     }
     if (typeof options.reconciler?.reconcile !== "function") {
-      throw new ControllerOptionError("reconciler must have a reconcile(key, signal) method");
+      throw new OptionError("reconciler", "must have a reconcile(key, signal) method");
     }
-    const concurrency = options.concurrency ?? 4;
-    if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 1000) {
-      throw new ControllerOptionError(`concurrency must be an integer 1-1000, got ${concurrency}`);
-    }
-    const maxConflicts = options.maxImmediateConflicts ?? 5;
-    if (!Number.isInteger(maxConflicts) || maxConflicts < 0) {
-      throw new ControllerOptionError(`maxImmediateConflicts must be an integer ≥ 0, got ${maxConflicts}`);
-    }
+    const concurrency = integerIn("concurrency", options.concurrency, 4, 1, 1000);
+    const maxConflicts = integerIn("maxImmediateConflicts", options.maxImmediateConflicts, 5, 0);
     this.name = options.name;
     this.#reconciler = options.reconciler;
     this.#concurrency = concurrency;

@@ -1,6 +1,6 @@
 // The controller runtime every reconciler uses: informers, the work queue, the
-// Controller, error kinds and metrics. See README.md for the contract.
-export { Controller, ControllerOptionError, ControllerStartedError } from "./controller.js";
+// Controller, error kinds and metrics, and installCrds. See README.md for the contract.
+export { Controller, ControllerStartedError } from "./controller.js";
 export type {
   ControllerOptions,
   EventPredicate,
@@ -11,6 +11,9 @@ export type {
 } from "./controller.js";
 export { ControllerMetrics } from "./controller-metrics.js";
 export type { ReconcileOutcome } from "./controller-metrics.js";
+export { installCrds } from "./crd-installer.js";
+export type { InstallCrdsOptions } from "./crd-installer.js";
+export { CrdInstallError, CrdNotEstablishedError, UnknownCrdKindError } from "./crd-install-errors.js";
 export { keyOf, keyString, parseKeyString } from "./object-key.js";
 export type { ObjectKey } from "./object-key.js";
 export {
@@ -23,11 +26,12 @@ export {
 } from "./reconcile-errors.js";
 export type { ReconcileErrorKind } from "./reconcile-errors.js";
 export {
+  configMapInformer,
   customResourceInformer,
   deploymentInformer,
-  InformerOptionError,
   podInformer,
   ResourceInformer,
+  secretInformer,
   statefulSetInformer,
 } from "./resource-informer.js";
 export type {
@@ -36,5 +40,5 @@ export type {
   KindInformerOptions,
   ResourceInformerOptions,
 } from "./resource-informer.js";
-export { WorkQueue, WorkQueueOptionError } from "./work-queue.js";
+export { WorkQueue } from "./work-queue.js";
 export type { BackoffOptions } from "./work-queue.js";

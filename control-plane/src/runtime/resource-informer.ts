@@ -3,7 +3,9 @@
 // backoff after any error (the library stops on errors; a LIST right after a CRD is
 // installed may answer 429 "storage is (re)initializing"), reports when its first LIST
 // has landed, and re-delivers every cached object as an update every resync period so
-// a missed or mishandled event is repaired by level-triggered reconcilers.
+// a missed or mishandled event is repaired by level-triggered reconcilers. It is the one
+// informer of the control plane: controllers watch it, and plain watchers (the cluster
+// configuration source) subscribe to it.
 import {
   AppsV1Api,
   CoreV1Api,
@@ -13,13 +15,17 @@ import {
   type KubeConfig,
   type KubernetesListObject,
   type KubernetesObject,
+  type V1ConfigMap,
   type V1Deployment,
   type V1Pod,
+  type V1Secret,
   type V1StatefulSet,
 } from "@kubernetes/client-node";
 import type { Logger } from "pino";
-import { GROUP, VERSION } from "../crds/api-group.js";
-import type { CrdDefinition } from "../crds/crd-definition.js";
+import { describeApiError, firstLine } from "../../../lib/api-error.js";
+import { Backoff } from "../../../lib/backoff.js";
+import { atLeast, nonNegative, OptionError, positive } from "../../../lib/option-error.js";
+import { GROUP, VERSION, type CrdDefinition } from "../../../proto/api/v1alpha1/index.js";
 
 export type InformerEvent = "add" | "update" | "delete";
 export type InformerHandler<T> = (event: InformerEvent, obj: T) => void;
@@ -43,43 +49,30 @@ export interface ResourceInformerOptions<T extends KubernetesObject> {
   logger?: Logger;
 }
 
-export class InformerOptionError extends Error {
-  readonly code = "SWITCHYARD_INFORMER_OPTION";
-  constructor(message: string) {
-    super(message);
-    this.name = "InformerOptionError";
-  }
-}
-
 export class ResourceInformer<T extends KubernetesObject> {
   readonly what: string;
   readonly #lw: ListWatch<T>;
   readonly #handlers = new Set<InformerHandler<T>>();
   readonly #resyncMs: number;
-  readonly #backoff0: number;
-  readonly #backoffMax: number;
+  readonly #restart: { initialMs: number; maxMs: number };
   readonly #logger: Logger | undefined;
   #running: Promise<void> | undefined;
   #synced = false;
   #syncWaiters: Array<() => void> = [];
 
   constructor(options: ResourceInformerOptions<T>) {
-    const resyncMs = options.resyncMs ?? 300_000;
-    const backoff0 = options.restartBackoffMs ?? 250;
-    const backoffMax = options.maxRestartBackoffMs ?? 10_000;
-    if (!options.path.startsWith("/")) {
-      throw new InformerOptionError(`path must be an API path starting with "/", got "${options.path}"`);
-    }
-    if (!(resyncMs >= 0)) throw new InformerOptionError(`resyncMs must be ≥ 0 ms, got ${resyncMs}`);
-    if (!(backoff0 > 0) || !(backoffMax >= backoff0)) {
-      throw new InformerOptionError(
-        `restartBackoffMs must be > 0 and maxRestartBackoffMs ≥ it, got ${backoff0} and ${backoffMax}`,
-      );
-    }
+    if (!options.path.startsWith("/"))
+      throw new OptionError("path", `must be an API path starting with "/", got "${options.path}"`);
+    const initialMs = positive("restartBackoffMs", options.restartBackoffMs, 250);
+    const maxMs = atLeast(
+      "maxRestartBackoffMs",
+      positive("maxRestartBackoffMs", options.maxRestartBackoffMs, 10_000),
+      "restartBackoffMs",
+      initialMs,
+    );
     this.what = options.what;
-    this.#resyncMs = resyncMs;
-    this.#backoff0 = backoff0;
-    this.#backoffMax = backoffMax;
+    this.#resyncMs = nonNegative("resyncMs", options.resyncMs, 300_000);
+    this.#restart = { initialMs, maxMs };
     this.#logger = options.logger;
     const selectors = { labelSelector: options.labelSelector, fieldSelector: options.fieldSelector };
     this.#lw = new ListWatch<T>(
@@ -140,7 +133,7 @@ export class ResourceInformer<T extends KubernetesObject> {
 
   async #run(signal: AbortSignal): Promise<void> {
     if (signal.aborted) return;
-    let delay = this.#backoff0;
+    const backoff = new Backoff(this.#restart);
     let timer: NodeJS.Timeout | undefined;
     let failed = false;
     let resync: NodeJS.Timeout | undefined;
@@ -154,7 +147,7 @@ export class ResourceInformer<T extends KubernetesObject> {
       }
       // start() resolves even when its LIST failed (reported through "error").
       if (failed || signal.aborted) return;
-      delay = this.#backoff0;
+      backoff.reset();
       if (!this.#synced) {
         this.#synced = true;
         const waiters = this.#syncWaiters;
@@ -165,15 +158,15 @@ export class ResourceInformer<T extends KubernetesObject> {
     const onError = (err?: unknown) => {
       failed = true;
       if (signal.aborted || timer !== undefined) return;
+      const delay = backoff.next();
       this.#logger?.warn(
-        { informer: this.what, err: describe(err), retryInMs: delay },
+        { informer: this.what, err: describeApiError(err), retryInMs: delay },
         "list/watch failed; restarting",
       );
       timer = setTimeout(() => {
         timer = undefined;
         if (!signal.aborted) void startOnce();
       }, delay);
-      delay = Math.min(delay * 2, this.#backoffMax);
     };
     this.#lw.on("error", onError);
     if (this.#resyncMs > 0) {
@@ -198,28 +191,55 @@ export class ResourceInformer<T extends KubernetesObject> {
       try {
         h(event, obj);
       } catch (err) {
-        this.#logger?.error({ informer: this.what, err: describe(err) }, "informer handler threw");
+        this.#logger?.error({ informer: this.what, err: firstLine(err) }, "informer handler threw");
       }
     }
   }
 }
 
-function describe(err: unknown): string {
-  if (err instanceof Error) return err.message;
-  if (err && typeof err === "object" && "message" in err)
-    return String((err as { message: unknown }).message);
-  return String(err);
-}
-
-export interface KindInformerOptions {
+export interface KindInformerOptions extends Pick<
+  ResourceInformerOptions<KubernetesObject>,
+  "restartBackoffMs" | "maxRestartBackoffMs"
+> {
   /** Watch one namespace only; omit for all namespaces. */
   namespace?: string;
   labelSelector?: string;
   fieldSelector?: string;
   resyncMs?: number;
   logger?: Logger;
-  /** Prefix for the log name, e.g. the cluster name. */
+  /** Log name (default: the kind's plural). */
   what?: string;
+}
+
+export function configMapInformer(
+  kc: KubeConfig,
+  options: KindInformerOptions = {},
+): ResourceInformer<V1ConfigMap> {
+  const api = kc.makeApiClient(CoreV1Api);
+  const ns = options.namespace;
+  return new ResourceInformer<V1ConfigMap>({
+    ...options,
+    kubeConfig: kc,
+    what: options.what ?? "configmaps",
+    path: ns ? `/api/v1/namespaces/${ns}/configmaps` : "/api/v1/configmaps",
+    list: (s) =>
+      ns ? api.listNamespacedConfigMap({ namespace: ns, ...s }) : api.listConfigMapForAllNamespaces(s),
+  });
+}
+
+export function secretInformer(
+  kc: KubeConfig,
+  options: KindInformerOptions = {},
+): ResourceInformer<V1Secret> {
+  const api = kc.makeApiClient(CoreV1Api);
+  const ns = options.namespace;
+  return new ResourceInformer<V1Secret>({
+    ...options,
+    kubeConfig: kc,
+    what: options.what ?? "secrets",
+    path: ns ? `/api/v1/namespaces/${ns}/secrets` : "/api/v1/secrets",
+    list: (s) => (ns ? api.listNamespacedSecret({ namespace: ns, ...s }) : api.listSecretForAllNamespaces(s)),
+  });
 }
 
 export function podInformer(kc: KubeConfig, options: KindInformerOptions = {}): ResourceInformer<V1Pod> {

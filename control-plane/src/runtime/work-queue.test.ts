@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { WorkQueue, WorkQueueOptionError } from "./work-queue.js";
+import { OptionError } from "../../../lib/option-error.js";
+import { WorkQueue } from "./work-queue.js";
 
 afterEach(() => {
   vi.useRealTimers();
@@ -98,7 +99,7 @@ describe("WorkQueue", () => {
   });
 
   it("rejects bad backoff options naming them", () => {
-    expect(() => new WorkQueue({ baseMs: 0 })).toThrow(WorkQueueOptionError);
+    expect(() => new WorkQueue({ baseMs: 0 })).toThrow(OptionError);
     expect(() => new WorkQueue({ baseMs: 100, maxMs: 50 })).toThrow(/maxMs/);
   });
 });

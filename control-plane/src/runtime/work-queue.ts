@@ -2,6 +2,8 @@
 // a key being processed is never handed to a second worker, and if it is added
 // meanwhile it is processed again once done. Delayed adds (requeueAfter) and per-key
 // exponential backoff (rate-limited adds) are timers that end in a plain add.
+import { backoffDelay, type BackoffPolicy } from "../../../lib/backoff.js";
+import { atLeast, positive } from "../../../lib/option-error.js";
 
 export interface BackoffOptions {
   /** Delay after the first failure, ms (default 100). Doubles per consecutive failure of the key. */
@@ -10,17 +12,8 @@ export interface BackoffOptions {
   maxMs?: number;
 }
 
-export class WorkQueueOptionError extends Error {
-  readonly code = "SWITCHYARD_WORK_QUEUE_OPTION";
-  constructor(message: string) {
-    super(message);
-    this.name = "WorkQueueOptionError";
-  }
-}
-
 export class WorkQueue {
-  readonly #baseMs: number;
-  readonly #maxMs: number;
+  readonly #backoff: BackoffPolicy;
   readonly #queue: string[] = [];
   /** Keys waiting to be processed (in #queue, or to be re-queued when their processing ends). */
   readonly #dirty = new Set<string>();
@@ -31,18 +24,14 @@ export class WorkQueue {
   #shutDown = false;
 
   constructor(backoff: BackoffOptions = {}) {
-    const baseMs = backoff.baseMs ?? 100;
-    const maxMs = backoff.maxMs ?? 60_000;
-    if (!Number.isFinite(baseMs) || baseMs <= 0) {
-      throw new WorkQueueOptionError(`backoff.baseMs must be a positive number of ms, got ${baseMs}`);
-    }
-    if (!Number.isFinite(maxMs) || maxMs < baseMs) {
-      throw new WorkQueueOptionError(
-        `backoff.maxMs must be a number of ms ≥ baseMs (${baseMs}), got ${maxMs}`,
-      );
-    }
-    this.#baseMs = baseMs;
-    this.#maxMs = maxMs;
+    const initialMs = positive("backoff.baseMs", backoff.baseMs, 100);
+    const maxMs = atLeast(
+      "backoff.maxMs",
+      positive("backoff.maxMs", backoff.maxMs, 60_000),
+      "backoff.baseMs",
+      initialMs,
+    );
+    this.#backoff = { initialMs, maxMs };
   }
 
   /** Keys waiting (not counting those being processed or delayed). */
@@ -102,7 +91,7 @@ export class WorkQueue {
 
   /** Backoff delay after `failures` consecutive failures. */
   backoffFor(failures: number): number {
-    return Math.min(this.#baseMs * 2 ** Math.min(failures - 1, 52), this.#maxMs);
+    return backoffDelay(this.#backoff, failures - 1);
   }
 
   /** Forgets `key`'s failures: its next failure starts again at the base delay. */

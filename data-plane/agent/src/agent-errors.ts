@@ -1,20 +1,10 @@
-// Errors of the agent process. Each has a stable `code` that travels in ProtocolError
-// frames and the errors metric, so peers and tests match on codes, not messages.
+// Errors the agent answers on the wire. Each carries a catalogue code (proto/error-codes.ts)
+// that travels in ProtocolError frames, subscription results and the errors metric, so
+// peers and tests match on codes, not messages. Invalid options and flags are
+// `OptionError`s (lib/option-error.ts); a bad secrets file is a `SecretsFileError`.
+import { ErrorCode } from "../../../proto/error-codes.js";
 
-export type AgentErrorCode =
-  | "SWITCHYARD_AGENT_CONFIG"
-  | "SWITCHYARD_AGENT_SECRETS_FILE"
-  | "SWITCHYARD_HELLO_REQUIRED"
-  | "SWITCHYARD_PROTOCOL_VERSION_UNSUPPORTED"
-  | "SWITCHYARD_FRAME_WRONG_DIRECTION"
-  | "SWITCHYARD_UNKNOWN_CONNECTION"
-  | "SWITCHYARD_CONNECTION_ID_IN_USE"
-  | "SWITCHYARD_TOO_MANY_CONNECTIONS"
-  | "SWITCHYARD_AGENT_NO_TARGET_POD"
-  | "SWITCHYARD_PORT_NOT_SERVED"
-  | "SWITCHYARD_SESSION_TOO_SLOW"
-  | "SWITCHYARD_SESSION_CLOSED"
-  | "SWITCHYARD_AGENT_INTERNAL";
+export type AgentErrorCode = typeof ErrorCode.AGENT_NO_TARGET_POD | typeof ErrorCode.PORT_NOT_SERVED;
 
 export class AgentError extends Error {
   override readonly name = "AgentError";
@@ -32,31 +22,31 @@ export class AgentError extends Error {
  * which keeps the label bounded whatever a peer sends.
  */
 export const COUNTED_ERROR_CODES: ReadonlySet<string> = new Set([
-  "SWITCHYARD_HELLO_REQUIRED",
-  "SWITCHYARD_PROTOCOL_VERSION_UNSUPPORTED",
-  "SWITCHYARD_FRAME_WRONG_DIRECTION",
-  "SWITCHYARD_UNKNOWN_CONNECTION",
-  "SWITCHYARD_CONNECTION_ID_IN_USE",
-  "SWITCHYARD_TOO_MANY_CONNECTIONS",
-  "SWITCHYARD_AGENT_NO_TARGET_POD",
-  "SWITCHYARD_PORT_NOT_SERVED",
-  "SWITCHYARD_SESSION_TOO_SLOW",
-  "SWITCHYARD_SESSION_CLOSED",
-  "SWITCHYARD_AGENT_INTERNAL",
-  "SWITCHYARD_SUBSCRIPTION_CONFLICT",
-  "SWITCHYARD_HTTP_FILTER_INVALID",
-  "SWITCHYARD_FRAME_TRUNCATED",
-  "SWITCHYARD_FRAME_OVERSIZED",
-  "SWITCHYARD_FRAME_BAD_LENGTH",
-  "SWITCHYARD_FRAME_RESERVED_BITS",
-  "SWITCHYARD_FRAME_UNKNOWN_FAMILY",
-  "SWITCHYARD_FRAME_UNKNOWN_KIND",
-  "SWITCHYARD_FRAME_BAD_PAYLOAD",
-  "SWITCHYARD_FRAME_NOT_BINARY",
-  "SWITCHYARD_ENV_SOURCE_NOT_FOUND",
-  "SWITCHYARD_ENV_KEY_NOT_FOUND",
-  "SWITCHYARD_ENV_UNSUPPORTED",
-  "SWITCHYARD_ENV_CONTAINER_NOT_FOUND",
+  ErrorCode.HELLO_REQUIRED,
+  ErrorCode.PROTOCOL_VERSION_UNSUPPORTED,
+  ErrorCode.FRAME_WRONG_DIRECTION,
+  ErrorCode.UNKNOWN_CONNECTION,
+  ErrorCode.CONNECTION_ID_IN_USE,
+  ErrorCode.TOO_MANY_CONNECTIONS,
+  ErrorCode.AGENT_NO_TARGET_POD,
+  ErrorCode.PORT_NOT_SERVED,
+  ErrorCode.SESSION_TOO_SLOW,
+  ErrorCode.SESSION_CLOSED,
+  ErrorCode.AGENT_INTERNAL,
+  ErrorCode.SUBSCRIPTION_CONFLICT,
+  ErrorCode.HTTP_FILTER_INVALID,
+  ErrorCode.FRAME_TRUNCATED,
+  ErrorCode.FRAME_OVERSIZED,
+  ErrorCode.FRAME_BAD_LENGTH,
+  ErrorCode.FRAME_RESERVED_BITS,
+  ErrorCode.FRAME_UNKNOWN_FAMILY,
+  ErrorCode.FRAME_UNKNOWN_KIND,
+  ErrorCode.FRAME_BAD_PAYLOAD,
+  ErrorCode.FRAME_NOT_BINARY,
+  ErrorCode.ENV_SOURCE_NOT_FOUND,
+  ErrorCode.ENV_KEY_NOT_FOUND,
+  ErrorCode.ENV_UNSUPPORTED,
+  ErrorCode.ENV_CONTAINER_NOT_FOUND,
   "auth_failed",
   "ping_timeout",
 ]);

@@ -23,12 +23,13 @@ import {
   HEADER_BYTES,
 } from "../../../proto/frame-codec.js";
 import * as pb from "../../../proto/gen/session_pb.js";
-import { UpgradeRefusedError } from "../../test-agent/src/test-client.js";
+import { UpgradeRefusedError } from "../../../test/peers/raw-session-client.js";
 import { AgentServer, type AgentServerOptions } from "./agent-server.js";
-import { SessionSecrets, sha256Hex } from "./session-secrets.js";
+import { hashSecret as sha256Hex } from "../../../proto/session-auth.js";
+import { SessionSecrets } from "./session-secrets.js";
 import { decodeStreamData } from "../../../proto/stream-data-frame.js";
-import { TargetView } from "./target-view.js";
-import { AgentClient } from "./testing/agent-client.js";
+import { TargetView } from "./target/target-view.js";
+import { AgentClient } from "../../../test/peers/agent-client.js";
 
 const SECRET = "agent-secret-1";
 const F = pb.FrameFamily;

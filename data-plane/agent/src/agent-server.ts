@@ -14,18 +14,19 @@ import { createServer as createHttpsServer } from "node:https";
 import type { AddressInfo, Socket } from "node:net";
 import type { Logger } from "pino";
 import { WebSocketServer } from "ws";
+import { nonNegative, OptionError, positive } from "../../../lib/option-error.js";
+import { ErrorCode } from "../../../proto/error-codes.js";
 import { DEFAULT_MAX_PAYLOAD_BYTES, HEADER_BYTES } from "../../../proto/frame-codec.js";
-import { AgentError } from "./agent-errors.js";
+import { bearerSecret } from "../../../proto/session-auth.js";
+import { parseSessionPath, sessionPath, writeRefusal } from "../../../proto/session-endpoint.js";
 import { AgentMetrics } from "./agent-metrics.js";
 import { AgentSession } from "./agent-session.js";
 import { PortProxy } from "./incoming/port-proxy.js";
 import { PortSubscriptions } from "./incoming/port-subscriptions.js";
-import type { OutgoingOptions } from "./outgoing-tcp.js";
+import type { OutgoingOptions } from "./outgoing/outgoing-tcp.js";
 import { DEFAULT_FLOW_LIMITS, type FlowLimits } from "./session-flow.js";
 import type { SessionSecrets } from "./session-secrets.js";
-import type { TargetView } from "./target-view.js";
-
-const SESSION_PATH = /^\/v1\/sessions\/([A-Za-z0-9][A-Za-z0-9._:-]{0,252})$/;
+import type { TargetView } from "./target/target-view.js";
 
 export interface TargetPort {
   /** The target's port: what subscriptions name and where the app listens. */
@@ -67,20 +68,6 @@ export interface AgentServerOptions {
   logger: Logger;
 }
 
-function positive(name: string, v: number): number {
-  if (!Number.isFinite(v) || v <= 0)
-    throw new AgentError("SWITCHYARD_AGENT_CONFIG", `${name} must be a positive number, got ${v}`);
-  return v;
-}
-
-function reject(socket: Socket, status: number, code: string, message: string): void {
-  const body = JSON.stringify({ code, message });
-  const text = status === 401 ? "Unauthorized" : status === 404 ? "Not Found" : "Bad Request";
-  socket.end(
-    `HTTP/1.1 ${status} ${text}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
-  );
-}
-
 export class AgentServer {
   readonly metrics: AgentMetrics;
   readonly subscriptions = new PortSubscriptions();
@@ -104,32 +91,25 @@ export class AgentServer {
 
   constructor(private readonly opts: AgentServerOptions) {
     this.log = opts.logger;
-    this.pingTimeoutMs = positive("pingTimeoutMs", opts.pingTimeoutMs ?? 60_000);
+    this.pingTimeoutMs = positive("pingTimeoutMs", opts.pingTimeoutMs, 60_000);
     this.sweepIntervalMs = positive(
       "sweepIntervalMs",
-      opts.sweepIntervalMs ?? Math.min(5000, this.pingTimeoutMs / 4),
+      opts.sweepIntervalMs,
+      Math.min(5000, this.pingTimeoutMs / 4),
     );
-    this.maxPayloadBytes = positive("maxPayloadBytes", opts.maxPayloadBytes ?? DEFAULT_MAX_PAYLOAD_BYTES);
-    this.stolenRequestTimeoutMs = positive("stolenRequestTimeoutMs", opts.stolenRequestTimeoutMs ?? 60_000);
-    this.resumeGraceMs = opts.resumeGraceMs ?? 10_000;
-    if (!Number.isFinite(this.resumeGraceMs) || this.resumeGraceMs < 0)
-      throw new AgentError(
-        "SWITCHYARD_AGENT_CONFIG",
-        `resumeGraceMs must be 0 or a positive number of ms, got ${opts.resumeGraceMs}`,
-      );
+    this.maxPayloadBytes = positive("maxPayloadBytes", opts.maxPayloadBytes, DEFAULT_MAX_PAYLOAD_BYTES);
+    this.stolenRequestTimeoutMs = positive("stolenRequestTimeoutMs", opts.stolenRequestTimeoutMs, 60_000);
+    this.resumeGraceMs = nonNegative("resumeGraceMs", opts.resumeGraceMs, 10_000);
     this.flow = { ...DEFAULT_FLOW_LIMITS, ...opts.flow };
     if (!(
       this.flow.lowWaterBytes < this.flow.highWaterBytes &&
       this.flow.highWaterBytes < this.flow.hardLimitBytes
     )) {
-      throw new AgentError(
-        "SWITCHYARD_AGENT_CONFIG",
-        "flow limits must satisfy lowWaterBytes < highWaterBytes < hardLimitBytes",
-      );
+      throw new OptionError("flow", "limits must satisfy lowWaterBytes < highWaterBytes < hardLimitBytes");
     }
     this.portSet = new Set(opts.ports.map((p) => p.appPort));
     if (this.portSet.size !== opts.ports.length)
-      throw new AgentError("SWITCHYARD_AGENT_CONFIG", "each target port may be given once");
+      throw new OptionError("ports", "each target port may be given once");
     for (const p of opts.ports) {
       this.proxies.push(
         new PortProxy({
@@ -208,7 +188,7 @@ export class AgentServer {
   /** ws:// (or wss://) URL of a session on this agent. */
   url(sessionId: string): string {
     const host = this.opts.host.includes(":") ? `[${this.opts.host}]` : this.opts.host;
-    return `${this.opts.tls ? "wss" : "ws"}://${host === "0.0.0.0" ? "127.0.0.1" : host}:${this.port}/v1/sessions/${sessionId}`;
+    return `${this.opts.tls ? "wss" : "ws"}://${host === "0.0.0.0" ? "127.0.0.1" : host}:${this.port}${sessionPath(sessionId)}`;
   }
 
   async listen(): Promise<void> {
@@ -266,24 +246,21 @@ export class AgentServer {
 
   private async upgrade(req: IncomingMessage, socket: Socket, head: Buffer): Promise<void> {
     socket.on("error", () => {});
-    const path = (req.url ?? "").split("?")[0]!;
-    const m = SESSION_PATH.exec(path);
-    if (!m)
-      return reject(
+    const sessionId = parseSessionPath(req.url);
+    if (sessionId === undefined)
+      return writeRefusal(
         socket,
         404,
-        "SWITCHYARD_NOT_FOUND",
-        `no WebSocket endpoint at ${path.slice(0, 200)}; use /v1/sessions/{id}`,
+        ErrorCode.NOT_FOUND,
+        `no WebSocket endpoint at ${(req.url ?? "").split("?")[0]!.slice(0, 200)}; use /v1/sessions/{id}`,
       );
-    const sessionId = m[1]!;
-    const h = req.headers.authorization;
-    const secret = typeof h === "string" ? /^Bearer[ ]+(\S+)\s*$/i.exec(h)?.[1] : undefined;
+    const secret = bearerSecret(req.headers);
     if (secret === undefined) {
       this.metrics.counters.error("auth_failed");
-      return reject(
+      return writeRefusal(
         socket,
         401,
-        "SWITCHYARD_UNAUTHENTICATED",
+        ErrorCode.UNAUTHENTICATED,
         "send the session's agent secret as 'Authorization: Bearer <secret>'",
       );
     }
@@ -291,10 +268,10 @@ export class AgentServer {
     if (!grant) {
       this.metrics.counters.error("auth_failed");
       this.log.info({ session: sessionId }, "refused a connection with a wrong secret");
-      return reject(
+      return writeRefusal(
         socket,
         401,
-        "SWITCHYARD_UNAUTHENTICATED",
+        ErrorCode.UNAUTHENTICATED,
         `the secret is not valid for session ${sessionId} on this agent`,
       );
     }
@@ -370,7 +347,7 @@ export class AgentServer {
       } else {
         res
           .writeHead(404, { "content-type": "application/json" })
-          .end(JSON.stringify({ code: "SWITCHYARD_NOT_FOUND", message: `no handler for ${path}` }));
+          .end(JSON.stringify({ code: ErrorCode.NOT_FOUND, message: `no handler for ${path}` }));
       }
     } catch (err) {
       res.writeHead(500, { "content-type": "text/plain" }).end(`${(err as Error).message}\n`);

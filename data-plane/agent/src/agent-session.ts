@@ -1,21 +1,22 @@
 // One session's protocol connection on the agent: the WebSocket the workload router
 // opened for one session id. Validates every frame, negotiates the version (Hello must
-// come first), and serves each family: control, ping, env, files, DNS, outgoing TCP/UDP,
-// subscriptions and connection-scoped traffic. Bad frames are answered with a
-// ProtocolError carrying a stable code and never affect another session.
+// come first), answers control and ping itself and hands every other family to its
+// handler: env and files (target/), DNS and outgoing TCP/UDP (outgoing/), subscriptions
+// and connection-scoped traffic (incoming/). Bad frames are answered with a
+// ProtocolError carrying a catalogue code and never affect another session.
 // Everything the session owns — subscriptions, stolen connections, outgoing sockets,
 // file handles — is released by `end()`: on Close, when the WebSocket closes, when no
 // protocol ping arrived within the ping timeout, or when the peer is too slow.
-import { lookup, reverse } from "node:dns/promises";
 import type { Socket } from "node:net";
 import type { Logger } from "pino";
 import type { WebSocket } from "ws";
+import { ErrorCode, isErrorCode } from "../../../proto/error-codes.js";
+import { errorFrame } from "../../../proto/error-frame.js";
 import {
   checkFrame,
   decodePayload,
   encodeFrame,
   encodeRaw,
-  FLAG_ERROR,
   FrameCheck,
   frameCheckError,
   HEADER_BYTES,
@@ -28,22 +29,21 @@ import {
   PROTOCOL_VERSION_MIN,
 } from "../../../proto/frame-version.js";
 import * as pb from "../../../proto/gen/session_pb.js";
-import { AgentError } from "./agent-errors.js";
 import type { AgentCounters } from "./agent-metrics.js";
-import { filterEnv, rewriteBranch } from "./env-resolver.js";
-import { FileHandles } from "./file-handles.js";
-import { HttpFilterError, type HttpFilter } from "./incoming/http-filter.js";
 import type { PortSubscriptions } from "./incoming/port-subscriptions.js";
-import { OutgoingTcp, type OutgoingOptions } from "./outgoing-tcp.js";
-import { OutgoingUdp } from "./outgoing-udp.js";
+import { SessionTraffic } from "./incoming/session-traffic.js";
+import { SubscriptionRequests } from "./incoming/subscription-requests.js";
+import { answerDns } from "./outgoing/dns-lookup.js";
+import { OutgoingTcp, type OutgoingOptions } from "./outgoing/outgoing-tcp.js";
+import { OutgoingUdp } from "./outgoing/outgoing-udp.js";
 import { SessionFlow, type FlowLimits } from "./session-flow.js";
 import type { SessionGrant } from "./session-secrets.js";
-import { SessionTraffic } from "./session-traffic.js";
-import type { TargetView } from "./target-view.js";
+import { answerEnv } from "./target/env-request.js";
+import { FileHandles } from "./target/file-handles.js";
+import type { TargetView } from "./target/target-view.js";
 
 const F = pb.FrameFamily;
 const LOG_LEVELS = new Set(["trace", "debug", "info", "warn", "error", "fatal", "silent"]);
-const MAX_FILTER_DEPTH = 8;
 /** How long a closed session's WebSocket waits for the peer to close it, ms. */
 const CLOSED_LINGER_MS = 30_000;
 
@@ -66,35 +66,10 @@ export interface AgentSessionOptions {
   onEnd(session: AgentSession, reason: string): void;
 }
 
-export class ProtocolPeerError extends Error {
-  constructor(
-    readonly code: string,
-    message: string,
-  ) {
-    super(message);
-  }
-}
-
-function toHttpFilter(f: pb.HttpFilter, depth = 0): HttpFilter {
-  if (depth > MAX_FILTER_DEPTH)
-    throw new HttpFilterError(`http_filter: filters nest deeper than ${MAX_FILTER_DEPTH} levels`);
-  const v = f.filter;
-  switch (v.case) {
-    case "header":
-      return { header: { name: v.value.name, valueRegex: v.value.valueRegex } };
-    case "pathRegex":
-      return { pathRegex: v.value };
-    case "method":
-      return { method: v.value };
-    case "allOf":
-      return { allOf: v.value.filters.map((x) => toHttpFilter(x, depth + 1)) };
-    case "anyOf":
-      return { anyOf: v.value.filters.map((x) => toHttpFilter(x, depth + 1)) };
-    default:
-      throw new HttpFilterError(
-        "http_filter: a filter must set one of header, path_regex, method, all_of, any_of",
-      );
-  }
+/** The catalogue code of a failed handler's error; anything else is an internal failure. */
+function wireCode(err: unknown): ErrorCode {
+  const code = (err as { code?: unknown }).code;
+  return typeof code === "string" && isErrorCode(code) ? code : ErrorCode.AGENT_INTERNAL;
 }
 
 export class AgentSession {
@@ -105,10 +80,13 @@ export class AgentSession {
   readonly tcp: OutgoingTcp;
   readonly udp: OutgoingUdp;
   readonly files: FileHandles;
+  private readonly subscriptionRequests: SubscriptionRequests;
   /** Time of the Hello or the last protocol ping, ms since the epoch. */
   lastPingAt = Date.now();
   version = 0;
   private ended = false;
+  /** Sends a frame toward the peer (handlers answer through this). */
+  private readonly send = (frame: Buffer): void => void this.flow.send(frame);
 
   constructor(private readonly o: AgentSessionOptions) {
     this.id = o.sessionId;
@@ -119,7 +97,7 @@ export class AgentSession {
       o.flow,
       () => {
         // Its queue cannot drain in time for a close handshake: drop the connection.
-        o.counters.error("SWITCHYARD_SESSION_TOO_SLOW");
+        o.counters.error(ErrorCode.SESSION_TOO_SLOW);
         this.end("too_slow", `the peer did not read ${o.flow.hardLimitBytes} queued bytes`);
         o.ws.terminate();
       },
@@ -132,6 +110,14 @@ export class AgentSession {
     this.tcp = new OutgoingTcp(this.flow, o.counters, o.outgoing);
     this.udp = new OutgoingUdp(this.flow, o.counters, o.outgoing);
     this.files = new FileHandles(o.view, { maxReadBytes: o.maxPayloadBytes - 64 });
+    this.subscriptionRequests = new SubscriptionRequests({
+      sessionId: o.sessionId,
+      subscriptions: o.subscriptions,
+      ports: o.ports,
+      traffic: this.traffic,
+      counters: o.counters,
+      log: this.log,
+    });
     o.ws.on("message", (data: Buffer, isBinary: boolean) => this.onMessage(data, isBinary));
     o.ws.on("close", () => this.end("closed", "the WebSocket closed"));
     o.ws.on("error", (err) => this.log.debug({ err: err.message }, "session socket error"));
@@ -141,17 +127,10 @@ export class AgentSession {
     return this.ended;
   }
 
-  private error(code: string, message: string, requestId = 0, family = 0, kind = 0): void {
+  private error(code: ErrorCode, message: string, requestId = 0, family = 0, kind = 0): void {
     this.o.counters.error(code);
     this.log.debug({ code, family, kind }, message);
-    this.flow.send(
-      encodeFrame({ family: F.CONTROL, kind: pb.ControlKind.ERROR, requestId }, pb.ProtocolErrorSchema, {
-        code,
-        message,
-        frameFamily: family,
-        frameKind: kind,
-      }),
-    );
+    this.flow.send(errorFrame(code, message, { requestId, family, kind }));
   }
 
   onMessage(data: Buffer, isBinary: boolean): void {
@@ -165,25 +144,20 @@ export class AgentSession {
         data[0] !== F.TRAFFIC &&
         ws.readyState === ws.OPEN
       ) {
-        this.o.counters.error("SWITCHYARD_SESSION_CLOSED");
+        this.o.counters.error(ErrorCode.SESSION_CLOSED);
         ws.send(
-          encodeFrame(
-            { family: F.CONTROL, kind: pb.ControlKind.ERROR, requestId: data.readUInt32BE(4) },
-            pb.ProtocolErrorSchema,
-            {
-              code: "SWITCHYARD_SESSION_CLOSED",
-              message: "this session was closed; connect again to start a new one",
-              frameFamily: data[0]!,
-              frameKind: data[1]!,
-            },
-          ),
+          errorFrame(ErrorCode.SESSION_CLOSED, "this session was closed; connect again to start a new one", {
+            requestId: data.readUInt32BE(4),
+            family: data[0]!,
+            kind: data[1]!,
+          }),
         );
       }
       return;
     }
     if (!isBinary)
       return this.error(
-        "SWITCHYARD_FRAME_NOT_BINARY",
+        ErrorCode.FRAME_NOT_BINARY,
         "text messages are not frames; send binary WebSocket messages",
       );
     const check = checkFrame(data, this.o.maxPayloadBytes);
@@ -197,7 +171,7 @@ export class AgentSession {
     const connectionId = data.readUInt32BE(8);
     if (kind & KIND_TOWARD_CLIENT) {
       return this.error(
-        "SWITCHYARD_FRAME_WRONG_DIRECTION",
+        ErrorCode.FRAME_WRONG_DIRECTION,
         `kind ${kind} of family ${family} travels toward the client, not to an agent`,
         requestId,
         family,
@@ -206,7 +180,7 @@ export class AgentSession {
     }
     if (this.version === 0 && !(family === F.CONTROL && kind === pb.ControlKind.HELLO)) {
       return this.error(
-        "SWITCHYARD_HELLO_REQUIRED",
+        ErrorCode.HELLO_REQUIRED,
         "send Hello first: the agent serves no frame before version negotiation",
         requestId,
         family,
@@ -216,16 +190,10 @@ export class AgentSession {
     try {
       this.dispatch(data, family, kind, requestId, connectionId);
     } catch (err) {
-      const e = err as Error & { code?: string };
-      if (err instanceof FrameError) return this.error(e.code!, e.message, requestId, family, kind);
+      if (err instanceof FrameError) return this.error(err.code, err.message, requestId, family, kind);
+      const e = err as Error;
       this.log.error({ err: e.message, family, kind }, "frame handler failed");
-      this.error(
-        e.code ?? "SWITCHYARD_AGENT_INTERNAL",
-        `the agent failed on this frame: ${e.message}`,
-        requestId,
-        family,
-        kind,
-      );
+      this.error(wireCode(err), `the agent failed on this frame: ${e.message}`, requestId, family, kind);
     }
   }
 
@@ -233,11 +201,11 @@ export class AgentSession {
   private async(p: Promise<void>, requestId: number, family: number, kind: number): void {
     p.catch((err: unknown) => {
       if (this.ended) return;
-      const e = err as Error & { code?: string };
+      const e = err as Error;
       if (!(err instanceof FrameError))
         this.log.error({ err: e.message, family, kind }, "frame handler failed");
       this.error(
-        e.code ?? "SWITCHYARD_AGENT_INTERNAL",
+        wireCode(err),
         err instanceof FrameError ? e.message : `the agent failed on this frame: ${e.message}`,
         requestId,
         family,
@@ -266,12 +234,22 @@ export class AgentSession {
           ),
         );
         return;
-      case F.ENV:
-        return this.async(this.env(decodePayload(data, pb.EnvGetSchema), requestId), requestId, family, kind);
+      case F.ENV: {
+        const get = decodePayload(data, pb.EnvGetSchema);
+        const env = answerEnv({
+          view: this.o.view,
+          get,
+          requestId,
+          sessionBranch: this.o.grant.branch,
+          countError: (code) => this.o.counters.error(code),
+          send: this.send,
+        });
+        return this.async(env, requestId, family, kind);
+      }
       case F.FILE:
-        return this.async(this.file(data, kind, requestId), requestId, family, kind);
+        return this.async(this.files.answer(data, kind, requestId, this.send), requestId, family, kind);
       case F.DNS:
-        return this.async(this.dns(data, kind, requestId), requestId, family, kind);
+        return this.async(answerDns(data, kind, requestId, this.send), requestId, family, kind);
       case F.OUTGOING_TCP:
         if (kind === pb.OutgoingKind.DATA) return this.tcp.data(data, connectionId);
         if (kind === pb.OutgoingKind.CONNECT) {
@@ -287,7 +265,8 @@ export class AgentSession {
         }
         return this.udp.close(connectionId);
       case F.SUBSCRIPTION:
-        return this.subscription(data, kind, requestId, connectionId);
+        this.flow.send(this.subscriptionRequests.answer(data, kind, requestId, connectionId));
+        return;
       case F.TRAFFIC:
         if (kind === pb.TrafficKind.DATA) return this.traffic.data(data, connectionId);
         if (kind === pb.TrafficKind.HTTP_RESPONSE) return this.traffic.httpResponse(data, connectionId);
@@ -305,7 +284,7 @@ export class AgentSession {
         );
         if (v === undefined) {
           this.error(
-            "SWITCHYARD_PROTOCOL_VERSION_UNSUPPORTED",
+            ErrorCode.PROTOCOL_VERSION_UNSUPPORTED,
             `the agent speaks protocol versions ${PROTOCOL_VERSION_MIN}-${PROTOCOL_VERSION_MAX}, the peer ${hello.minVersion}-${hello.maxVersion}; upgrade the older side`,
             requestId,
             pb.FrameFamily.CONTROL,
@@ -339,7 +318,7 @@ export class AgentSession {
         const level = decodePayload(data, pb.LogLevelSchema).level;
         if (!LOG_LEVELS.has(level))
           return this.error(
-            "SWITCHYARD_FRAME_BAD_PAYLOAD",
+            ErrorCode.FRAME_BAD_PAYLOAD,
             `log level ${JSON.stringify(level.slice(0, 20))} is not one of trace, debug, info, warn, error`,
             requestId,
             F.CONTROL,
@@ -348,141 +327,6 @@ export class AgentSession {
         this.log.level = level;
         return;
       }
-    }
-  }
-
-  private async env(get: pb.EnvGet, requestId: number): Promise<void> {
-    const reply = (init: { vars?: Record<string, string>; error?: string }) =>
-      this.flow.send(
-        encodeFrame({ family: F.ENV, kind: pb.EnvKind.RESULT, requestId }, pb.EnvResultSchema, init),
-      );
-    try {
-      let env = filterEnv(await this.o.view.env(), get.include, get.exclude);
-      const branch =
-        get.branch && get.branchVariable
-          ? { variable: get.branchVariable, branch: get.branch }
-          : this.o.grant.branch;
-      if (branch) env = rewriteBranch(env, branch);
-      const vars: Record<string, string> = {};
-      if (get.names.length > 0) {
-        for (const n of get.names) {
-          const v = env.get(n);
-          if (v !== undefined) vars[n] = v;
-        }
-      } else for (const [k, v] of env) vars[k] = v;
-      reply({ vars });
-    } catch (err) {
-      const e = err as Error & { code?: string };
-      const code =
-        typeof e.code === "string" && e.code.startsWith("SWITCHYARD_")
-          ? e.code
-          : "SWITCHYARD_ENV_UNAVAILABLE";
-      this.o.counters.error(code);
-      reply({
-        error: `${code}: ${code === "SWITCHYARD_ENV_UNAVAILABLE" ? `reading the target's environment through the Kubernetes API failed: ${e.message}` : e.message}`,
-      });
-    }
-  }
-
-  private async file(data: Buffer, kind: number, requestId: number): Promise<void> {
-    const f = this.files;
-    let result;
-    switch (kind) {
-      case pb.FileKind.OPEN: {
-        const m = decodePayload(data, pb.FileOpenSchema);
-        result = await f.open(m.path, m.write);
-        break;
-      }
-      case pb.FileKind.READ: {
-        const m = decodePayload(data, pb.FileReadSchema);
-        result = f.read(m.handle, m.offset, m.length);
-        break;
-      }
-      case pb.FileKind.READ_DIR:
-        result = await f.readDir(decodePayload(data, pb.FileReadDirSchema).path);
-        break;
-      case pb.FileKind.STAT:
-        result = await f.stat(decodePayload(data, pb.FileStatSchema).path);
-        break;
-      default:
-        result = f.close(decodePayload(data, pb.FileCloseSchema).handle);
-    }
-    this.flow.send(
-      encodeFrame({ family: F.FILE, kind: pb.FileKind.RESULT, requestId }, pb.FileResultSchema, result),
-    );
-  }
-
-  private async dns(data: Buffer, kind: number, requestId: number): Promise<void> {
-    let init: { addresses?: { address: string; ipFamily: number }[]; hostnames?: string[]; error?: string };
-    try {
-      if (kind === pb.DnsKind.GETADDRINFO) {
-        const q = decodePayload(data, pb.DnsGetAddrInfoSchema);
-        const family = q.ipFamily === 4 || q.ipFamily === 6 ? q.ipFamily : 0;
-        const all = await lookup(q.host, { all: true, family });
-        init = { addresses: all.map((a) => ({ address: a.address, ipFamily: a.family })) };
-      } else {
-        init = { hostnames: await reverse(decodePayload(data, pb.DnsReverseSchema).address) };
-      }
-    } catch (err) {
-      if (err instanceof FrameError) throw err;
-      const e = err as Error & { code?: string };
-      init = { error: e.code ?? "EAI_FAIL" };
-    }
-    this.flow.send(
-      encodeFrame({ family: F.DNS, kind: pb.DnsKind.RESULT, requestId }, pb.DnsResultSchema, init),
-    );
-  }
-
-  private subscription(data: Buffer, kind: number, requestId: number, subscriptionId: number): void {
-    const reply = (ok: boolean, error = ""): void =>
-      void this.flow.send(
-        encodeFrame(
-          {
-            family: F.SUBSCRIPTION,
-            kind: pb.SubscriptionKind.RESULT,
-            requestId,
-            connectionId: subscriptionId,
-            flags: ok ? 0 : FLAG_ERROR,
-          },
-          pb.SubscriptionResultSchema,
-          { ok, error },
-        ),
-      );
-    if (kind === pb.SubscriptionKind.UNSUBSCRIBE) {
-      const { port } = decodePayload(data, pb.UnsubscribeSchema);
-      this.o.subscriptions.unsubscribe(this.id, port);
-      this.traffic.subscriptionIds.delete(port);
-      this.log.info({ port }, "unsubscribed");
-      return reply(true);
-    }
-    const sub = decodePayload(data, pb.SubscribeSchema);
-    const mode = kind === pb.SubscriptionKind.MIRROR ? "mirror" : "steal";
-    try {
-      if (!this.o.ports.has(sub.port)) {
-        throw new AgentError(
-          "SWITCHYARD_PORT_NOT_SERVED",
-          `port ${sub.port} is not one of the target's ports this agent owns (${[...this.o.ports].join(", ") || "none"})`,
-        );
-      }
-      const filter = sub.httpFilter ? toHttpFilter(sub.httpFilter) : undefined;
-      // Set first: subscribing may hand held connections to this session at once.
-      const previousId = this.traffic.subscriptionIds.get(sub.port);
-      this.traffic.subscriptionIds.set(sub.port, subscriptionId);
-      try {
-        this.o.subscriptions.subscribe(this.id, sub.port, mode, filter);
-      } catch (err) {
-        if (previousId === undefined) this.traffic.subscriptionIds.delete(sub.port);
-        else this.traffic.subscriptionIds.set(sub.port, previousId);
-        throw err;
-      }
-      this.log.info({ port: sub.port, mode, filtered: filter !== undefined }, "subscribed");
-      reply(true);
-    } catch (err) {
-      const e = err as Error & { code?: string };
-      if (!e.code) throw err;
-      this.o.counters.error(e.code);
-      this.log.info({ port: sub.port, mode, code: e.code }, "subscription refused");
-      reply(false, `${e.code}: ${e.message}`);
     }
   }
 

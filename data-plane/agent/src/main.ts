@@ -11,11 +11,11 @@ import { readFileSync } from "node:fs";
 import { Command, Option } from "commander";
 import { KubeConfig } from "@kubernetes/client-node";
 import { pino } from "pino";
-import { AgentError } from "./agent-errors.js";
+import { OptionError } from "../../../lib/option-error.js";
 import { AgentServer, type TargetPort } from "./agent-server.js";
-import { ApiSources } from "./api-sources.js";
+import { ApiSources } from "./target/api-sources.js";
 import { SessionSecrets } from "./session-secrets.js";
-import { TargetView, type TargetRef } from "./target-view.js";
+import { TargetView, type TargetRef } from "./target/target-view.js";
 
 interface Flags {
   listen: string;
@@ -50,10 +50,7 @@ function parseHostPort(flag: string, raw: string): { host: string; port: number 
   const i = raw.lastIndexOf(":");
   const port = Number(raw.slice(i + 1));
   if (i < 0 || !Number.isInteger(port) || port < 0 || port > 65535)
-    throw new AgentError(
-      "SWITCHYARD_AGENT_CONFIG",
-      `--${flag} must be host:port (e.g. 0.0.0.0:9440), got ${JSON.stringify(raw)}`,
-    );
+    throw new OptionError(`--${flag}`, `must be host:port (e.g. 0.0.0.0:9440), got ${JSON.stringify(raw)}`);
   return { host: raw.slice(0, i).replace(/^\[|\]$/g, "") || "0.0.0.0", port };
 }
 
@@ -63,9 +60,9 @@ function parseAppPort(raw: string): TargetPort {
   const app = Number(m?.[1]);
   const listen = m?.[2] === undefined ? app : Number(m[2]);
   if (!m || app < 1 || app > 65535 || listen > 65535)
-    throw new AgentError(
-      "SWITCHYARD_AGENT_CONFIG",
-      `--app-port must be PORT or APP_PORT:LISTEN_PORT (e.g. 8080 or 8080:18080), got ${JSON.stringify(raw)}`,
+    throw new OptionError(
+      "--app-port",
+      `must be PORT or APP_PORT:LISTEN_PORT (e.g. 8080 or 8080:18080), got ${JSON.stringify(raw)}`,
     );
   return { appPort: app, listenPort: listen };
 }
@@ -79,18 +76,12 @@ function targetRef(f: Flags): TargetRef | undefined {
   if (!raw) return undefined;
   const [namespace, name, extra] = raw.split("/");
   if (!namespace || !name || extra !== undefined)
-    throw new AgentError(
-      "SWITCHYARD_AGENT_CONFIG",
-      `--pod must be namespace/name, got ${JSON.stringify(raw)}`,
-    );
+    throw new OptionError("--pod", `must be namespace/name, got ${JSON.stringify(raw)}`);
   const shared = new Map<string, string>();
   for (const s of f.sharedVolume) {
     const [vol, path] = s.split("=");
     if (!vol || !path)
-      throw new AgentError(
-        "SWITCHYARD_AGENT_CONFIG",
-        `--shared-volume must be VOLUME=PATH, got ${JSON.stringify(s)}`,
-      );
+      throw new OptionError("--shared-volume", `must be VOLUME=PATH, got ${JSON.stringify(s)}`);
     shared.set(vol, path);
   }
   return {
@@ -172,7 +163,7 @@ async function main(): Promise<void> {
     .addOption(
       new Option(
         "--secrets-file <path>",
-        "per-session secret hashes and params written by the control plane (re-read on change)",
+        "JSON/YAML file of per-session secret hashes and DB branches (re-read on change)",
       ).env(env("SECRETS_FILE")),
     )
     .addOption(
@@ -204,20 +195,14 @@ async function main(): Promise<void> {
   if (ports.length === 0)
     log.warn("no --app-port: the agent owns no target port, so subscriptions will be refused");
   if ((f.tlsCert === undefined) !== (f.tlsKey === undefined))
-    throw new AgentError("SWITCHYARD_AGENT_CONFIG", "--tls-cert and --tls-key go together");
+    throw new OptionError("--tls-cert", "goes together with --tls-key: give both or neither");
   const pingTimeoutMs = Number(f.pingTimeoutMs);
   if (!Number.isInteger(pingTimeoutMs) || pingTimeoutMs <= 0)
-    throw new AgentError(
-      "SWITCHYARD_AGENT_CONFIG",
-      `--ping-timeout-ms must be a positive integer, got ${f.pingTimeoutMs}`,
-    );
+    throw new OptionError("--ping-timeout-ms", `must be a positive integer, got ${f.pingTimeoutMs}`);
 
   const resumeGraceMs = Number(f.resumeGraceMs);
   if (!Number.isInteger(resumeGraceMs) || resumeGraceMs < 0)
-    throw new AgentError(
-      "SWITCHYARD_AGENT_CONFIG",
-      `--resume-grace-ms must be 0 or a positive integer, got ${f.resumeGraceMs}`,
-    );
+    throw new OptionError("--resume-grace-ms", `must be 0 or a positive integer, got ${f.resumeGraceMs}`);
 
   const secrets = new SessionSecrets({
     secretHashes: f.secretHash,

@@ -9,7 +9,7 @@
 //   blocks the session's other streams for that time — bounded memory over fairness.
 import type { Socket } from "node:net";
 import type { WebSocket } from "ws";
-import { coalesceWrites } from "../../../proto/coalesced-writes.js";
+import { coalesceWrites } from "../../../lib/coalesced-writes.js";
 
 export interface FlowLimits {
   /** Pause sources once this many bytes are queued toward the peer. Bytes; default 1 MiB. */

@@ -2,14 +2,21 @@ import { mkdtempSync, utimesSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { AgentError } from "./agent-errors.js";
-import { parseSecretsFile, SessionSecrets, sha256Hex } from "./session-secrets.js";
+import { INVALID_OPTION } from "../../../lib/option-error.js";
+import { hashSecret as sha256Hex } from "../../../proto/session-auth.js";
+import {
+  parseSecretsFile,
+  SECRETS_FILE_INVALID,
+  SecretsFileError,
+  SessionSecrets,
+} from "./session-secrets.js";
 
 describe("SessionSecrets", () => {
   it("needs at least one source of accepted secrets", () => {
     expect(() => new SessionSecrets({})).toThrow(/give --secret-hash <sha256 hex> or --secrets-file/);
+    expect(() => new SessionSecrets({})).toThrow(expect.objectContaining({ code: INVALID_OPTION }));
     expect(() => new SessionSecrets({ secretHashes: ["abc"] })).toThrow(
-      /--secret-hash\[0\] must be a sha256 in hex/,
+      /--secret-hash\[0\]: must be a sha256 in hex/,
     );
   });
 
@@ -50,10 +57,10 @@ describe("SessionSecrets", () => {
 
   it("names the bad field of a secrets file", () => {
     expect(() => parseSecretsFile("sessions:\n  a:\n    branch: { variable: X }\n", "f.yaml")).toThrow(
-      new AgentError(
-        "SWITCHYARD_AGENT_SECRETS_FILE",
-        "f.yaml: sessions.a.branch needs non-empty strings variable and branch",
-      ),
+      new SecretsFileError("f.yaml: sessions.a.branch needs non-empty strings variable and branch"),
+    );
+    expect(() => parseSecretsFile("{", "f.json")).toThrow(
+      expect.objectContaining({ code: SECRETS_FILE_INVALID }),
     );
     expect(() => parseSecretsFile("{", "f.json")).toThrow(/f.json is not JSON or YAML/);
   });

@@ -1,8 +1,9 @@
 // Who may open a session on this agent. The workload router presents a secret as
 // `Authorization: Bearer <secret>` on the upgrade to /v1/sessions/{id}; the agent keeps
-// only sha256 hashes (lowercase hex) and compares in constant time. Hashes come from
-// `--secret-hash` (valid for every session: the per-agent secret, and tests) and from a
-// secrets file the member control plane writes (re-read when its mtime changes):
+// only sha256 hashes (lowercase hex) and compares in constant time (proto/session-auth.ts).
+// Hashes come from `--secret-hash` (valid for every session: the per-agent secret the
+// control plane passes when it starts an agent) and from an optional secrets file
+// (re-read when its mtime changes) for per-session secrets and DB branches:
 //
 //   secretSha256: [<hex>, …]            # optional: valid for every session
 //   sessions:
@@ -10,12 +11,21 @@
 //       secretSha256: <hex> | [<hex>, …]
 //       branch: { variable: DATABASE_URL, branch: feature-x }   # optional DB branch
 //
-// JSON or YAML. A file that fails to parse keeps the last good content (logged).
-import { createHash, timingSafeEqual } from "node:crypto";
+// JSON or YAML. Nothing in this repository's control plane writes that file: whoever runs
+// the agent provides it. A file that fails to parse keeps the last good content (logged).
 import { readFile, stat } from "node:fs/promises";
 import { parse as parseYaml } from "yaml";
-import { AgentError } from "./agent-errors.js";
-import type { BranchRewrite } from "./env-resolver.js";
+import { OptionError } from "../../../lib/option-error.js";
+import { isSecretHash, secretMatches } from "../../../proto/session-auth.js";
+import type { BranchRewrite } from "./target/env-resolver.js";
+
+export const SECRETS_FILE_INVALID = "SWITCHYARD_AGENT_SECRETS_FILE";
+
+/** The secrets file cannot be read or says something the agent cannot use; names the field. */
+export class SecretsFileError extends Error {
+  override readonly name = "SecretsFileError";
+  readonly code = SECRETS_FILE_INVALID;
+}
 
 /** What an accepted secret grants: the session's connect parameters. */
 export interface SessionGrant {
@@ -23,59 +33,49 @@ export interface SessionGrant {
 }
 
 interface SessionEntry {
-  hashes: Buffer[];
+  /** Lowercase hex sha256s. */
+  hashes: string[];
   grant: SessionGrant;
 }
 
 interface SecretsContent {
-  any: Buffer[];
+  any: string[];
   sessions: Map<string, SessionEntry>;
 }
 
-const HEX_SHA256 = /^[0-9a-f]{64}$/;
+type Invalid = (where: string, problem: string) => Error;
+const fileError: Invalid = (where, problem) => new SecretsFileError(`${where} ${problem}`);
 
-function hashOf(where: string, raw: unknown): Buffer {
-  if (typeof raw !== "string" || !HEX_SHA256.test(raw.toLowerCase())) {
-    throw new AgentError(
-      "SWITCHYARD_AGENT_SECRETS_FILE",
-      `${where} must be a sha256 in hex (64 characters), got ${JSON.stringify(raw)?.slice(0, 80)}`,
-    );
-  }
-  return Buffer.from(raw.toLowerCase(), "hex");
+function hashOf(where: string, raw: unknown, invalid: Invalid): string {
+  const hash = typeof raw === "string" ? raw.toLowerCase() : "";
+  if (!isSecretHash(hash))
+    throw invalid(where, `must be a sha256 in hex (64 characters), got ${JSON.stringify(raw)?.slice(0, 80)}`);
+  return hash;
 }
 
-function hashList(where: string, raw: unknown): Buffer[] {
+function hashList(where: string, raw: unknown, invalid: Invalid = fileError): string[] {
   if (raw === undefined) return [];
   return (Array.isArray(raw) ? raw : [raw]).map((h, i) =>
-    hashOf(Array.isArray(raw) ? `${where}[${i}]` : where, h),
+    hashOf(Array.isArray(raw) ? `${where}[${i}]` : where, h, invalid),
   );
 }
 
-/** Parses a secrets file's text; throws AgentError naming the bad field. */
+/** Parses a secrets file's text; throws SecretsFileError naming the bad field. */
 export function parseSecretsFile(text: string, file = "secrets file"): SecretsContent {
   let doc: unknown;
   try {
     doc = parseYaml(text) ?? {};
   } catch (err) {
-    throw new AgentError(
-      "SWITCHYARD_AGENT_SECRETS_FILE",
-      `${file} is not JSON or YAML: ${(err as Error).message}`,
-    );
+    throw new SecretsFileError(`${file} is not JSON or YAML: ${(err as Error).message}`);
   }
   if (typeof doc !== "object" || doc === null || Array.isArray(doc)) {
-    throw new AgentError(
-      "SWITCHYARD_AGENT_SECRETS_FILE",
-      `${file} must hold a mapping with secretSha256 and/or sessions`,
-    );
+    throw new SecretsFileError(`${file} must hold a mapping with secretSha256 and/or sessions`);
   }
   const d = doc as { secretSha256?: unknown; sessions?: unknown };
   const out: SecretsContent = { any: hashList(`${file}: secretSha256`, d.secretSha256), sessions: new Map() };
   if (d.sessions !== undefined) {
     if (typeof d.sessions !== "object" || d.sessions === null || Array.isArray(d.sessions)) {
-      throw new AgentError(
-        "SWITCHYARD_AGENT_SECRETS_FILE",
-        `${file}: sessions must map session ids to entries`,
-      );
+      throw new SecretsFileError(`${file}: sessions must map session ids to entries`);
     }
     for (const [id, raw] of Object.entries(d.sessions as Record<string, unknown>)) {
       const e = (raw ?? {}) as { secretSha256?: unknown; branch?: unknown };
@@ -84,10 +84,7 @@ export function parseSecretsFile(text: string, file = "secrets file"): SecretsCo
       if (e.branch !== undefined) {
         const b = e.branch as { variable?: unknown; branch?: unknown };
         if (typeof b.variable !== "string" || !b.variable || typeof b.branch !== "string" || !b.branch) {
-          throw new AgentError(
-            "SWITCHYARD_AGENT_SECRETS_FILE",
-            `${where}.branch needs non-empty strings variable and branch`,
-          );
+          throw new SecretsFileError(`${where}.branch needs non-empty strings variable and branch`);
         }
         grant.branch = { variable: b.variable, branch: b.branch };
       }
@@ -106,19 +103,23 @@ export interface SessionSecretsOptions {
   onFileError?: (err: Error) => void;
 }
 
-const matchesAny = (presented: Buffer, hashes: readonly Buffer[]) =>
-  hashes.some((h) => h.length === presented.length && timingSafeEqual(h, presented));
+const matchesAny = (secret: string, hashes: readonly string[]) =>
+  hashes.some((h) => secretMatches(secret, h));
 
 export class SessionSecrets {
-  private readonly flagHashes: Buffer[];
+  private readonly flagHashes: string[];
   private file: SecretsContent = { any: [], sessions: new Map() };
   private fileMtimeMs = -1;
 
   constructor(private readonly opts: SessionSecretsOptions) {
-    this.flagHashes = hashList("--secret-hash", [...(opts.secretHashes ?? [])]);
+    this.flagHashes = hashList(
+      "--secret-hash",
+      [...(opts.secretHashes ?? [])],
+      (where, problem) => new OptionError(where, problem),
+    );
     if (this.flagHashes.length === 0 && !opts.secretsFile) {
-      throw new AgentError(
-        "SWITCHYARD_AGENT_CONFIG",
+      throw new OptionError(
+        "--secret-hash",
         "no way to authenticate routers: give --secret-hash <sha256 hex> or --secrets-file <path>",
       );
     }
@@ -140,9 +141,9 @@ export class SessionSecrets {
       this.fileMtimeMs = s.mtimeMs;
     } catch (err) {
       if (strict)
-        throw err instanceof AgentError
+        throw err instanceof SecretsFileError
           ? err
-          : new AgentError("SWITCHYARD_AGENT_SECRETS_FILE", `cannot read ${path}: ${(err as Error).message}`);
+          : new SecretsFileError(`cannot read ${path}: ${(err as Error).message}`);
       this.opts.onFileError?.(err as Error);
     }
   }
@@ -150,14 +151,9 @@ export class SessionSecrets {
   /** The session's grant when `secret` is accepted for `sessionId`, else undefined. */
   async authorize(sessionId: string, secret: string): Promise<SessionGrant | undefined> {
     await this.refresh(false);
-    const presented = createHash("sha256").update(secret, "utf8").digest();
     const entry = this.file.sessions.get(sessionId);
-    if (entry && matchesAny(presented, entry.hashes)) return entry.grant;
-    if (matchesAny(presented, this.flagHashes) || matchesAny(presented, this.file.any))
-      return entry?.grant ?? {};
+    if (entry && matchesAny(secret, entry.hashes)) return entry.grant;
+    if (matchesAny(secret, this.flagHashes) || matchesAny(secret, this.file.any)) return entry?.grant ?? {};
     return undefined;
   }
 }
-
-export const sha256Hex = (secret: string): string =>
-  createHash("sha256").update(secret, "utf8").digest("hex");

@@ -5,8 +5,8 @@ import { readFileSync } from "node:fs";
 import { hostname } from "node:os";
 import { Command, Option } from "commander";
 import { pino } from "pino";
+import { OptionError } from "../../../lib/option-error.js";
 import { RouteDiscoveryClient } from "./route-discovery-client.js";
-import { RouterConfigError } from "./router-errors.js";
 import { RouterServer } from "./router-server.js";
 import { loadStaticRoutes } from "./static-routes.js";
 
@@ -36,7 +36,7 @@ const env = (name: string) => `SWITCHYARD_ROUTER_${name}`;
 function intFlag(name: string, raw: string): number {
   const n = Number(raw);
   if (!Number.isInteger(n) || n <= 0)
-    throw new RouterConfigError(`--${name} must be a positive integer, got ${JSON.stringify(raw)}`);
+    throw new OptionError(`--${name}`, `must be a positive integer, got ${JSON.stringify(raw)}`);
   return n;
 }
 
@@ -44,7 +44,7 @@ function parseListen(raw: string): { host: string; port: number } {
   const i = raw.lastIndexOf(":");
   const port = Number(raw.slice(i + 1));
   if (i < 0 || !Number.isInteger(port) || port < 0 || port > 65535)
-    throw new RouterConfigError(`--listen must be host:port (e.g. 0.0.0.0:8080), got ${JSON.stringify(raw)}`);
+    throw new OptionError("--listen", `must be host:port (e.g. 0.0.0.0:8080), got ${JSON.stringify(raw)}`);
   return { host: raw.slice(0, i).replace(/^\[|\]$/g, "") || "0.0.0.0", port };
 }
 
@@ -133,11 +133,12 @@ async function main(): Promise<void> {
 
   const log = pino({ level: f.logLevel, base: { component: "router", routerId: f.routerId } });
   if (!f.routesFile && !f.controlPlane)
-    throw new RouterConfigError(
+    throw new OptionError(
+      "--control-plane",
       "give --control-plane (RouteDiscovery) or --routes-file (static table), or both",
     );
   if ((f.tlsCert === undefined) !== (f.tlsKey === undefined))
-    throw new RouterConfigError("--tls-cert and --tls-key go together");
+    throw new OptionError("--tls-cert", "--tls-cert and --tls-key go together");
 
   const highWater = intFlag("high-water-bytes", f.highWaterBytes);
   const { host, port } = parseListen(f.listen);

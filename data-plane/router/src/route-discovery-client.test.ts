@@ -19,8 +19,10 @@ import {
   type CertificateAuthority,
   type KeyPairPem,
 } from "../../../test/env/pki.js";
-import { ReconnectBackoff } from "./route-discovery-backoff.js";
+import { Backoff } from "../../../lib/backoff.js";
+import { INVALID_OPTION } from "../../../lib/option-error.js";
 import {
+  RECONNECT_BACKOFF,
   RouteDiscoveryClient,
   type RouteDelta,
   type RouteDiscoveryClientOptions,
@@ -251,7 +253,7 @@ describe("RouteDiscoveryClient", () => {
       credentials: { token: () => "t", tls: { ca: "x" } },
     };
     expect(() => new RouteDiscoveryClient({ ...base, url: "http://cp:1" })).toThrow(
-      expect.objectContaining({ code: "SWITCHYARD_ROUTE_DISCOVERY_CLIENT_CONFIG_INVALID", option: "url" }),
+      expect.objectContaining({ code: INVALID_OPTION, option: "url" }),
     );
     expect(() => new RouteDiscoveryClient({ ...base, credentials: { token: () => "t" } })).toThrow(/tls.ca/);
     expect(() => new RouteDiscoveryClient({ ...base, credentials: { tls: { ca: "x" } } })).toThrow(
@@ -267,15 +269,30 @@ describe("RouteDiscoveryClient", () => {
   });
 });
 
-describe("ReconnectBackoff", () => {
-  it("grows exponentially up to the cap, with bounded jitter, and resets", () => {
-    const b = new ReconnectBackoff({ initialMs: 100, maxMs: 1000, multiplier: 2, jitter: 0 });
-    expect([1, 2, 3, 4, 5].map(() => b.next())).toEqual([100, 200, 400, 800, 1000]);
+describe("reconnect backoff", () => {
+  it("starts at 250 ms, doubles up to 10 s, jitters by ±20 %, and resets", () => {
+    const b = new Backoff({ ...RECONNECT_BACKOFF, jitter: 0 });
+    expect(Array.from({ length: 8 }, () => b.next())).toEqual([
+      250, 500, 1000, 2000, 4000, 8000, 10_000, 10_000,
+    ]);
     b.reset();
-    expect(b.next()).toBe(100);
-    const lo = new ReconnectBackoff({ initialMs: 100, jitter: 0.2 }, () => 0).next();
-    const hi = new ReconnectBackoff({ initialMs: 100, jitter: 0.2 }, () => 1).next();
-    expect([lo, hi]).toEqual([80, 120]);
-    expect(() => new ReconnectBackoff({ initialMs: 10, maxMs: 5 })).toThrow(/maxMs/);
+    expect(b.next()).toBe(250);
+    const lo = new Backoff(RECONNECT_BACKOFF, () => 0).next();
+    const hi = new Backoff(RECONNECT_BACKOFF, () => 1).next();
+    expect([lo, hi]).toEqual([200, 300]);
+  });
+
+  it("rejects a backoff option naming the field", () => {
+    expect(
+      () =>
+        new RouteDiscoveryClient({
+          url: "https://cp:1",
+          routerId: "r",
+          sink: { apply() {} },
+          liveSessions: () => [],
+          credentials: { token: () => "t", tls: { ca: "x" } },
+          backoff: { initialMs: 10, maxMs: 5 },
+        }),
+    ).toThrow(expect.objectContaining({ code: INVALID_OPTION, option: "backoff.maxMs" }));
   });
 });

@@ -8,6 +8,10 @@ import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError, createClient, type Client } from "@connectrpc/connect";
 import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
 import { pino, type Logger } from "pino";
+import { sleep } from "../../../lib/abortable-sleep.js";
+import { AsyncQueue } from "../../../lib/async-queue.js";
+import { Backoff, type BackoffPolicy } from "../../../lib/backoff.js";
+import { OptionError, positive } from "../../../lib/option-error.js";
 import {
   DiscoveryRequestSchema,
   RouteDiscovery,
@@ -15,11 +19,19 @@ import {
   type DiscoveryResponse,
   type SessionRoute,
 } from "../../../proto/gen/route_discovery_pb.js";
-import { ReconnectBackoff, type ReconnectBackoffOptions } from "./route-discovery-backoff.js";
-import { RouteDiscoveryConfigError } from "./route-discovery-errors.js";
-import { RouteDiscoveryRequestQueue } from "./route-discovery-request-queue.js";
 
 export type { SessionRoute };
+
+/**
+ * Reconnect delays: exponential with jitter (delay × [0.8, 1.2]), so a fleet of routers
+ * that lost the control plane at the same moment does not reconnect in lockstep.
+ */
+export const RECONNECT_BACKOFF: Required<BackoffPolicy> = {
+  initialMs: 250,
+  maxMs: 10_000,
+  multiplier: 2,
+  jitter: 0.2,
+};
 
 /** One push from the control plane, as the routing table must apply it. */
 export interface RouteDelta {
@@ -53,7 +65,8 @@ export interface RouteDiscoveryClientOptions {
   /** Session ids that have a live client on this router now. */
   liveSessions: () => string[];
   credentials: RouteDiscoveryClientCredentials;
-  backoff?: ReconnectBackoffOptions;
+  /** Reconnect delays; each field defaults to RECONNECT_BACKOFF's. */
+  backoff?: Partial<BackoffPolicy>;
   /** Period of live-session reports, ms (default 5 000; heartbeats are written every 10 s). */
   liveSessionsIntervalMs?: number;
   /** HTTP/2 PING period to detect a dead control plane on an idle stream, ms (default 15 000). */
@@ -79,12 +92,12 @@ export class RouteDiscoveryClient {
   private readonly opts: RouteDiscoveryClientOptions;
   private readonly keepaliveMs: number;
   private readonly tlsOptions: { ca?: string; cert?: string; key?: string };
-  private readonly backoff: ReconnectBackoff;
+  private readonly backoff: Backoff;
   private readonly log: Logger;
   private readonly liveIntervalMs: number;
   private readonly stableAfterMs: number;
   private appliedVersion = "";
-  private queue: RouteDiscoveryRequestQueue<DiscoveryRequest> | undefined;
+  private queue: AsyncQueue<DiscoveryRequest> | undefined;
   private reportScheduled = false;
   private readonly stats = { streamsOpened: 0, pushesApplied: 0, pushesRejected: 0 };
   private lastError: RouteDiscoveryClientStatus["lastError"];
@@ -95,51 +108,48 @@ export class RouteDiscoveryClient {
     try {
       url = new URL(opts.url);
     } catch {
-      throw new RouteDiscoveryConfigError("url", `"${opts.url}" is not a URL; expected https://host:port`);
+      throw new OptionError("url", `"${opts.url}" is not a URL; expected https://host:port`);
     }
     if (url.protocol === "https:") {
       if (!opts.credentials?.tls?.ca) {
-        throw new RouteDiscoveryConfigError(
-          "credentials.tls.ca",
-          "required to verify the control plane over https",
-        );
+        throw new OptionError("credentials.tls.ca", "required to verify the control plane over https");
       }
     } else if (url.protocol === "http:") {
       if (opts.credentials?.plaintext !== true) {
-        throw new RouteDiscoveryConfigError(
+        throw new OptionError(
           "url",
           "http:// sends routing secrets in clear; use https:// or set credentials.plaintext: true explicitly",
         );
       }
     } else {
-      throw new RouteDiscoveryConfigError("url", `protocol ${url.protocol} unsupported; use https://`);
+      throw new OptionError("url", `protocol ${url.protocol} unsupported; use https://`);
     }
     const tls = opts.credentials.tls;
     if (tls && (tls.cert === undefined) !== (tls.key === undefined)) {
-      throw new RouteDiscoveryConfigError("credentials.tls", "cert and key go together for mTLS");
+      throw new OptionError("credentials.tls", "cert and key go together for mTLS");
     }
     if (!opts.credentials.token && !tls?.cert && opts.credentials.plaintext !== true) {
-      throw new RouteDiscoveryConfigError(
+      throw new OptionError(
         "credentials",
         "give a ServiceAccount token or a client certificate: the control plane refuses anonymous routers",
       );
     }
-    if (!opts.routerId) throw new RouteDiscoveryConfigError("routerId", "required (e.g. the pod name)");
-    if (typeof opts.sink?.apply !== "function")
-      throw new RouteDiscoveryConfigError("sink", "must have apply()");
+    if (!opts.routerId) throw new OptionError("routerId", "required (e.g. the pod name)");
+    if (typeof opts.sink?.apply !== "function") throw new OptionError("sink", "must have apply()");
     if (typeof opts.liveSessions !== "function") {
-      throw new RouteDiscoveryConfigError("liveSessions", "must be a function returning session ids");
+      throw new OptionError("liveSessions", "must be a function returning session ids");
     }
-    const positive = (v: number | undefined, name: string, dflt: number): number => {
-      const n = v ?? dflt;
-      if (!Number.isFinite(n) || n <= 0)
-        throw new RouteDiscoveryConfigError(name, `must be > 0 ms, got ${n}`);
-      return n;
-    };
-    this.liveIntervalMs = positive(opts.liveSessionsIntervalMs, "liveSessionsIntervalMs", 5_000);
-    this.stableAfterMs = positive(opts.stableAfterMs, "stableAfterMs", 5_000);
-    const keepalive = positive(opts.keepaliveIntervalMs, "keepaliveIntervalMs", 15_000);
-    this.backoff = new ReconnectBackoff(opts.backoff);
+    this.liveIntervalMs = positive("liveSessionsIntervalMs", opts.liveSessionsIntervalMs, 5_000);
+    this.stableAfterMs = positive("stableAfterMs", opts.stableAfterMs, 5_000);
+    const keepalive = positive("keepaliveIntervalMs", opts.keepaliveIntervalMs, 15_000);
+    const b = opts.backoff ?? {};
+    const d = RECONNECT_BACKOFF;
+    this.backoff = new Backoff({
+      initialMs: b.initialMs ?? d.initialMs,
+      maxMs: b.maxMs ?? d.maxMs,
+      multiplier: b.multiplier ?? d.multiplier,
+      jitter: b.jitter ?? d.jitter,
+    });
     this.opts = opts;
     this.log = (opts.logger ?? pino({ level: "silent" })).child({
       component: "route-discovery-client",
@@ -222,7 +232,7 @@ export class RouteDiscoveryClient {
     const call = new AbortController();
     const onAbort = () => call.abort();
     signal.addEventListener("abort", onAbort, { once: true });
-    const queue = new RouteDiscoveryRequestQueue<DiscoveryRequest>();
+    const queue = new AsyncQueue<DiscoveryRequest>();
     let received = false;
     let timer: NodeJS.Timeout | undefined;
     const conn = this.connect();
@@ -308,17 +318,4 @@ export class RouteDiscoveryClient {
     const e = ConnectError.from(err);
     this.lastError = { code: Code[e.code] ?? String(e.code), message: e.rawMessage, at: new Date() };
   }
-}
-
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal.aborted) return resolve();
-    const t = setTimeout(done, ms);
-    function done() {
-      clearTimeout(t);
-      signal.removeEventListener("abort", done);
-      resolve();
-    }
-    signal.addEventListener("abort", done, { once: true });
-  });
 }

@@ -1,9 +1,5 @@
 // Error classes of the router, each with a stable code callers and tests match on.
-
-export class RouterConfigError extends Error {
-  override readonly name = "RouterConfigError";
-  readonly code = "SWITCHYARD_ROUTER_CONFIG_INVALID";
-}
+// (Invalid options and flags are lib/option-error.ts's OptionError.)
 
 /** A routing-table delta that cannot be applied; the discovery client turns it into a NACK. */
 export class RouteTableError extends Error {

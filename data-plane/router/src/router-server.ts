@@ -16,11 +16,14 @@ import type { AddressInfo, Socket } from "node:net";
 import type { Duplex } from "node:stream";
 import type { Logger } from "pino";
 import { WebSocketServer } from "ws";
-import { SessionState } from "../../../proto/gen/route_discovery_pb.js";
+import { checkBackoff } from "../../../lib/backoff.js";
+import { integerIn, OptionError, positive } from "../../../lib/option-error.js";
+import { ErrorCode } from "../../../proto/error-codes.js";
 import { DEFAULT_MAX_PAYLOAD_BYTES, HEADER_BYTES } from "../../../proto/frame-codec.js";
-import { bearerSecret, secretMatches } from "./client-auth.js";
-import type { SessionLimits } from "./routed-session.js";
-import { RouterConfigError } from "./router-errors.js";
+import { SessionState } from "../../../proto/gen/route_discovery_pb.js";
+import { bearerSecret, secretMatches } from "../../../proto/session-auth.js";
+import { parseSessionPath, writeRefusal } from "../../../proto/session-endpoint.js";
+import { CloseCode, type SessionLimits } from "./routed-session.js";
 import { RouterMetrics } from "./router-metrics.js";
 import { RoutingTable } from "./routing-table.js";
 import { SessionRegistry } from "./session-registry.js";
@@ -53,13 +56,6 @@ export const defaultLimits: SessionLimits = {
   maxPendingMerges: 1_024,
 };
 
-const SESSION_PATH = /^\/v1\/sessions\/([A-Za-z0-9][A-Za-z0-9._-]{0,252})$/;
-
-function positive(name: string, v: number): void {
-  if (!Number.isFinite(v) || v <= 0)
-    throw new RouterConfigError(`option ${name} must be a positive number, got ${v}`);
-}
-
 export function resolveLimits(partial: Partial<SessionLimits> = {}): SessionLimits {
   const l: SessionLimits = {
     ...defaultLimits,
@@ -76,14 +72,12 @@ export function resolveLimits(partial: Partial<SessionLimits> = {}): SessionLimi
     "maxSubscriptions",
     "maxPendingMerges",
   ] as const)
-    positive(`limits.${k}`, l[k]);
-  positive("limits.flow.highWaterBytes", l.flow.highWaterBytes);
-  positive("limits.flow.lowWaterBytes", l.flow.lowWaterBytes);
-  positive("limits.backoff.initialMs", l.backoff.initialMs);
+    positive(`limits.${k}`, l[k], NaN);
+  positive("limits.flow.highWaterBytes", l.flow.highWaterBytes, NaN);
+  positive("limits.flow.lowWaterBytes", l.flow.lowWaterBytes, NaN);
   if (l.flow.lowWaterBytes > l.flow.highWaterBytes || l.flow.hardLimitBytes < l.flow.highWaterBytes)
-    throw new RouterConfigError("limits.flow must satisfy lowWaterBytes <= highWaterBytes <= hardLimitBytes");
-  if (l.backoff.maxMs < l.backoff.initialMs)
-    throw new RouterConfigError("limits.backoff.maxMs must be >= initialMs");
+    throw new OptionError("limits.flow", "must satisfy lowWaterBytes <= highWaterBytes <= hardLimitBytes");
+  checkBackoff(l.backoff, "limits.backoff");
   return l;
 }
 
@@ -98,10 +92,8 @@ export class RouterServer {
   private readonly retryAfter: number;
 
   constructor(private readonly opts: RouterServerOptions) {
-    if (opts.port !== undefined && (!Number.isInteger(opts.port) || opts.port < 0 || opts.port > 65535))
-      throw new RouterConfigError(`option port must be an integer 0-65535, got ${opts.port}`);
-    this.retryAfter = opts.retryAfterSeconds ?? 2;
-    positive("retryAfterSeconds", this.retryAfter);
+    integerIn("port", opts.port, 8080, 0, 65535);
+    this.retryAfter = positive("retryAfterSeconds", opts.retryAfterSeconds, 2);
     this.limits = resolveLimits(opts.limits);
     this.log = opts.logger;
     this.table = opts.table ?? new RoutingTable();
@@ -161,61 +153,59 @@ export class RouterServer {
 
   private upgrade(req: IncomingMessage, socket: Socket, head: Buffer): void {
     socket.on("error", () => {});
-    const path = (req.url ?? "").split("?")[0]!;
-    const m = SESSION_PATH.exec(path);
-    if (!m)
-      return reject(
+    const sessionId = parseSessionPath(req.url);
+    if (sessionId === undefined)
+      return writeRefusal(
         socket,
         404,
-        "SWITCHYARD_NOT_FOUND",
-        `no WebSocket endpoint at ${path}; use /v1/sessions/{id}`,
+        ErrorCode.NOT_FOUND,
+        `no WebSocket endpoint at ${(req.url ?? "").split("?")[0]}; use /v1/sessions/{id}`,
       );
     if (!this.table.loaded) {
-      return reject(
+      return writeRefusal(
         socket,
         503,
-        "SWITCHYARD_ROUTER_NOT_READY",
+        ErrorCode.ROUTER_NOT_READY,
         "router has no routing table yet; retry shortly",
         this.retryAfter,
       );
     }
-    const sessionId = m[1]!;
     const secret = bearerSecret(req.headers);
     if (secret === undefined) {
       this.metrics.event("auth_failed");
-      return reject(
+      return writeRefusal(
         socket,
         401,
-        "SWITCHYARD_UNAUTHENTICATED",
+        ErrorCode.UNAUTHENTICATED,
         "send the session secret as 'Authorization: Bearer <secret>'",
       );
     }
     const route = this.table.get(sessionId);
     if (!route) {
       this.metrics.event("session_not_found");
-      return reject(
+      return writeRefusal(
         socket,
         404,
-        "SWITCHYARD_SESSION_NOT_FOUND",
+        ErrorCode.SESSION_NOT_FOUND,
         `session ${sessionId} is not served by this router (ended or never created)`,
       );
     }
     if (!secretMatches(secret, route.clientKeyHash)) {
       this.metrics.event("auth_failed");
       this.log.info({ session: sessionId }, "client presented a wrong session secret");
-      return reject(
+      return writeRefusal(
         socket,
         401,
-        "SWITCHYARD_UNAUTHENTICATED",
+        ErrorCode.UNAUTHENTICATED,
         `the secret does not match session ${sessionId}`,
       );
     }
     if (route.state !== SessionState.READY) {
       this.metrics.event("session_creating");
-      return reject(
+      return writeRefusal(
         socket,
         503,
-        "SWITCHYARD_SESSION_CREATING",
+        ErrorCode.SESSION_CREATING,
         `session ${sessionId} is being created; retry`,
         this.retryAfter,
       );
@@ -225,7 +215,7 @@ export class RouterServer {
       // The route may have changed while the handshake was in flight.
       const current = this.table.get(sessionId);
       if (!current || current.clientKeyHash !== route.clientKeyHash || current.state !== SessionState.READY) {
-        ws.close(4404, "session changed during connect");
+        ws.close(CloseCode.SessionRemoved, "session changed during connect");
         return;
       }
       this.sessions.attach(current, ws, socket);
@@ -257,11 +247,11 @@ export class RouterServer {
           });
         }
         default:
-          return json(res, 404, { code: "SWITCHYARD_NOT_FOUND", message: `no handler for ${path}` });
+          return json(res, 404, { code: ErrorCode.NOT_FOUND, message: `no handler for ${path}` });
       }
     } catch (err) {
       this.log.error({ err }, "http handler failed");
-      if (!res.headersSent) json(res, 500, { code: "SWITCHYARD_INTERNAL", message: "internal error" });
+      if (!res.headersSent) json(res, 500, { code: ErrorCode.INTERNAL, message: "internal error" });
     }
   }
 
@@ -279,7 +269,7 @@ export class RouterServer {
           isDefault: l.isDefault,
           lastError: l.lastError,
           bufferedBytes: l.bufferedBytes,
-          connections: l.conns.size,
+          connections: s.connectionsOn(l),
         })),
       })),
     };
@@ -307,24 +297,6 @@ export class RouterServer {
     }
     return { client, upstream };
   }
-}
-
-const STATUS_TEXT: Record<number, string> = {
-  401: "Unauthorized",
-  404: "Not Found",
-  503: "Service Unavailable",
-};
-
-function reject(socket: Socket, status: number, code: string, message: string, retryAfter?: number): void {
-  const body = JSON.stringify({ code, message });
-  socket.end(
-    `HTTP/1.1 ${status} ${STATUS_TEXT[status] ?? "Error"}\r\n` +
-      "Content-Type: application/json\r\n" +
-      `Content-Length: ${Buffer.byteLength(body)}\r\n` +
-      (retryAfter !== undefined ? `Retry-After: ${retryAfter}\r\n` : "") +
-      "Connection: close\r\n\r\n" +
-      body,
-  );
 }
 
 function text(res: ServerResponse, status: number, body: string): void {

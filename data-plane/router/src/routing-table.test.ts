@@ -7,7 +7,7 @@ import {
   SessionState,
   type SessionRoute,
 } from "../../../proto/gen/route_discovery_pb.js";
-import { hashSecret } from "./client-auth.js";
+import { hashSecret } from "../../../proto/session-auth.js";
 import { RouteTableError } from "./router-errors.js";
 import { RoutingTable } from "./routing-table.js";
 import { parseStaticRoutes } from "./static-routes.js";

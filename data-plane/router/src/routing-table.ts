@@ -5,6 +5,7 @@
 // router keeps serving its last good table. Listeners learn which sessions changed.
 import type { SessionRoute } from "../../../proto/gen/route_discovery_pb.js";
 import { SessionState } from "../../../proto/gen/route_discovery_pb.js";
+import { isSecretHash } from "../../../proto/session-auth.js";
 import { RouteTableError } from "./router-errors.js";
 
 import type { RouteDelta, RouteSink } from "./route-discovery-client.js";
@@ -18,7 +19,6 @@ export interface RouteChange {
   removed: string[];
 }
 
-const HASH_RE = /^[0-9a-f]{64}$/;
 const CLUSTER_RE = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
 const SESSION_RE = /^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$/;
 
@@ -27,7 +27,7 @@ export function routeProblem(route: SessionRoute): string | undefined {
   if (!SESSION_RE.test(route.sessionId))
     return `session id ${JSON.stringify(route.sessionId)} is not a valid id`;
   const where = `session ${route.sessionId}`;
-  if (!HASH_RE.test(route.clientKeyHash))
+  if (!isSecretHash(route.clientKeyHash))
     return `${where}: client_key_hash must be 64 lowercase hex characters (sha256)`;
   if (route.state !== SessionState.CREATING && route.state !== SessionState.READY)
     return `${where}: state must be CREATING or READY, got ${route.state}`;

@@ -2,10 +2,13 @@
 // Owns the connection lifecycle: dial with the upstream's secret, Hello/HelloAck
 // version negotiation, a bounded queue while connecting, reconnect with jittered
 // exponential backoff, WebSocket pings on the router's coarse sweep, and send-side
-// high-water marks. It knows nothing about routing: frames go up to RoutedSession.
+// high-water marks. It knows nothing about routing or the session's state (connection
+// ids, subscriptions): frames and link events go up to RoutedSession.
 import type { Socket } from "node:net";
 import type { Logger } from "pino";
 import WebSocket from "ws";
+import { Backoff } from "../../../lib/backoff.js";
+import { coalesceWrites } from "../../../lib/coalesced-writes.js";
 import {
   CloseSchema,
   ControlKind,
@@ -16,7 +19,7 @@ import {
 } from "../../../proto/gen/session_pb.js";
 import { decodePayload, encodeFrame, HEADER_BYTES } from "../../../proto/frame-codec.js";
 import { PROTOCOL_VERSION_MAX, PROTOCOL_VERSION_MIN } from "../../../proto/frame-version.js";
-import { coalesceWrites } from "../../../proto/coalesced-writes.js";
+import { bearerHeader } from "../../../proto/session-auth.js";
 import type { TrafficCounters } from "./router-metrics.js";
 
 export type LinkState = "connecting" | "open" | "down" | "closed";
@@ -79,10 +82,6 @@ export class UpstreamLink {
   readonly isDefault: boolean;
   state: LinkState = "connecting";
   lastError = "";
-  /** Agent connection id → session connection id, for connections this upstream owns. */
-  readonly conns = new Map<number, number>();
-  /** Request ids of router-originated re-subscriptions awaiting their result. */
-  readonly internalPending = new Set<number>();
   /** This link's reading is paused because the client is congested. */
   readingPaused = false;
 
@@ -90,7 +89,7 @@ export class UpstreamLink {
   private raw: Socket | undefined;
   private queue: Buffer[] = [];
   private queuedBytes = 0;
-  private attempts = 0;
+  private readonly backoff: Backoff;
   private everUp = false;
   private retryTimer: NodeJS.Timeout | undefined;
   private lastPingAt = 0;
@@ -102,6 +101,7 @@ export class UpstreamLink {
   ) {
     this.cluster = opts.cluster;
     this.isDefault = opts.isDefault;
+    this.backoff = new Backoff({ ...opts.backoff, multiplier: 2 });
   }
 
   /** Bytes queued toward the upstream (WebSocket buffer, or the pre-hello queue). */
@@ -123,7 +123,7 @@ export class UpstreamLink {
     this.state = "connecting";
     const o = this.opts;
     const ws = new WebSocket(o.url, {
-      headers: { authorization: `Bearer ${o.secret}` },
+      headers: bearerHeader(o.secret),
       perMessageDeflate: false,
       skipUTF8Validation: true,
       maxPayload: o.maxPayloadBytes * 4 + HEADER_BYTES,
@@ -197,7 +197,7 @@ export class UpstreamLink {
     const reconnected = this.everUp;
     this.state = "open";
     this.everUp = true;
-    this.attempts = 0;
+    this.backoff.reset();
     this.lastError = "";
     const q = this.queue;
     this.queue = [];
@@ -274,11 +274,10 @@ export class UpstreamLink {
     this.awaitingPong = false;
     this.queue = [];
     this.queuedBytes = 0;
-    this.internalPending.clear();
-    const o = this.opts.backoff;
-    const base = Math.min(o.maxMs, o.initialMs * 2 ** Math.min(this.attempts, 20));
+    // Half of each delay is random ("equal jitter"): the sessions of an upstream that
+    // vanished do not return in lockstep, and none waits longer than the policy's delay.
+    const base = this.backoff.next();
     const retryInMs = Math.round(base / 2 + (Math.random() * base) / 2);
-    this.attempts++;
     this.retryTimer = setTimeout(() => {
       this.retryTimer = undefined;
       this.opts.counters.reconnects++;

@@ -7,12 +7,13 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { CoreV1Api, RbacAuthorizationV1Api, type V1Pod } from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ApiSources } from "../../../data-plane/agent/src/api-sources.js";
-import { resolveContainerEnv } from "../../../data-plane/agent/src/env-resolver.js";
-import { sha256Hex } from "../../../data-plane/agent/src/session-secrets.js";
-import { AgentClient } from "../../../data-plane/agent/src/testing/agent-client.js";
+import { ApiSources } from "../../../data-plane/agent/src/target/api-sources.js";
+import { resolveContainerEnv } from "../../../data-plane/agent/src/target/env-resolver.js";
+import { hashSecret as sha256Hex } from "../../../proto/session-auth.js";
+import { AgentClient } from "../../peers/agent-client.js";
 import { startClusterSet, type ClusterSet } from "../../env/index.js";
 import { AgentProcess } from "./agent-process.js";
+import { eventually } from "../../support/poll.js";
 
 const ns = "shop";
 const SECRET = "per-agent-secret-7f3a";
@@ -86,14 +87,11 @@ beforeAll(async () => {
       },
     });
   }
-  for (let i = 0; i < 100; i++) {
-    try {
-      await core.readNamespacedServiceAccount({ name: "default", namespace: ns });
-      break;
-    } catch {
-      await new Promise((r) => setTimeout(r, 100));
-    }
-  }
+  await eventually(
+    `the default ServiceAccount in ${ns}`,
+    () => core.readNamespacedServiceAccount({ name: "default", namespace: ns }),
+    { timeoutMs: 10_000 },
+  );
   pod = await core.createNamespacedPod({
     namespace: ns,
     body: {
@@ -241,7 +239,7 @@ describe("the process", () => {
     expect(text).toMatch(/^switchyard_agent_sessions \d+$/m);
     expect(text).toMatch(/^switchyard_agent_errors_total\{code="auth_failed"\} [1-9]/m);
     expect((await fetch(`http://127.0.0.1:${metricsPort}/healthz`)).status).toBe(200);
-    const logs = agent.output.join("\n");
+    const logs = agent.output();
     expect(logs).toContain('"session":"env-1"');
     expect(logs).not.toContain(SECRET);
     expect(logs).not.toContain(BRANCH_SECRET);

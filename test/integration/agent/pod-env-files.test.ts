@@ -4,9 +4,10 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CoreV1Api, type V1Pod } from "@kubernetes/client-node";
 import { startClusterSet, type ClusterSet } from "../../env/index.js";
-import { ApiSources } from "../../../data-plane/agent/src/api-sources.js";
-import { resolveContainerEnv } from "../../../data-plane/agent/src/env-resolver.js";
-import { VolumeFiles } from "../../../data-plane/agent/src/volume-files.js";
+import { ApiSources } from "../../../data-plane/agent/src/target/api-sources.js";
+import { resolveContainerEnv } from "../../../data-plane/agent/src/target/env-resolver.js";
+import { VolumeFiles } from "../../../data-plane/agent/src/target/volume-files.js";
+import { eventually } from "../../support/poll.js";
 
 let set: ClusterSet;
 let pod: V1Pod;
@@ -48,14 +49,11 @@ beforeAll(async () => {
     body: { metadata: { name: "headless" }, spec: { clusterIP: "None", ports: [{ port: 1 }] } },
   });
   // Pods need the namespace's default ServiceAccount (made by the controller manager).
-  for (let i = 0; i < 100; i++) {
-    try {
-      await core.readNamespacedServiceAccount({ name: "default", namespace: ns });
-      break;
-    } catch {
-      await new Promise((r) => setTimeout(r, 100));
-    }
-  }
+  await eventually(
+    `the default ServiceAccount in ${ns}`,
+    () => core.readNamespacedServiceAccount({ name: "default", namespace: ns }),
+    { timeoutMs: 10_000 },
+  );
   pod = await core.createNamespacedPod({
     namespace: ns,
     body: {

@@ -8,9 +8,10 @@ import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import * as pb from "../../../proto/gen/session_pb.js";
 import { AgentServer } from "../../../data-plane/agent/src/agent-server.js";
-import { SessionSecrets, sha256Hex } from "../../../data-plane/agent/src/session-secrets.js";
-import { TargetView } from "../../../data-plane/agent/src/target-view.js";
-import { AgentClient } from "../../../data-plane/agent/src/testing/agent-client.js";
+import { SessionSecrets } from "../../../data-plane/agent/src/session-secrets.js";
+import { hashSecret as sha256Hex } from "../../../proto/session-auth.js";
+import { TargetView } from "../../../data-plane/agent/src/target/target-view.js";
+import { AgentClient } from "../../peers/agent-client.js";
 import { RouterProcess } from "../router/router-process.js";
 
 const CLIENT_SECRET = "client-secret-agent-e2e";

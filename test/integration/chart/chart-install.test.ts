@@ -24,6 +24,7 @@ import {
   type TestCluster,
 } from "../../env/index.js";
 import { chartDir, Helm, parseManifests, type Manifest } from "../../env/helm.js";
+import { eventually } from "../../support/poll.js";
 
 const NS = "switchyard";
 const CP_SA = `system:serviceaccount:${NS}:switchyard-control-plane`;
@@ -212,12 +213,14 @@ describe("Primary install", () => {
     ];
     const deadline = Date.now() + 30_000;
     for (const name of names) {
-      for (;;) {
-        const crd = await ext.readCustomResourceDefinition({ name });
-        if (crd.status?.conditions?.some((c) => c.type === "Established" && c.status === "True")) break;
-        if (Date.now() > deadline) throw new Error(`CRD ${name} never became Established`);
-        await new Promise((r) => setTimeout(r, 200));
-      }
+      await eventually(
+        `CRD ${name} to become Established`,
+        async () => {
+          const crd = await ext.readCustomResourceDefinition({ name });
+          return crd.status?.conditions?.some((c) => c.type === "Established" && c.status === "True");
+        },
+        { timeoutMs: Math.max(0, deadline - Date.now()), intervalMs: 200 },
+      );
     }
   });
 

@@ -3,14 +3,12 @@
 // creation picking the kind from supportedFeatures; an RBAC denial naming the missing
 // permission; `sessions list` / `kill`; and `exec` end to end — the test plays the control
 // plane (marks the session Ready and hands its route to a real router process whose
-// upstreams are test agents east (Default) and west): CMD gets east's env and the proxy,
+// upstreams are scripted agents east (Default) and west): CMD gets east's env and the proxy,
 // stolen traffic reaches CMD's port and the answer goes back, CMD's exit code is the CLI's,
 // the session is deleted on exit; and a session removed mid-run stops CMD with exit 75.
-import { spawn } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { dirname, join, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
+import { join } from "node:path";
 import { CoreV1Api, RbacAuthorizationV1Api, Watch, type KubeConfig } from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import * as pb from "../../../proto/gen/session_pb.js";
@@ -18,22 +16,22 @@ import {
   API_VERSION,
   OPERATOR_OBJECT_NAME,
   clusterSessionClient,
-  installCrds,
   multiClusterSessionClient,
   switchyardOperatorClient,
   type MultiClusterSession,
   type SwitchyardOperatorStatus,
-} from "../../../control-plane/src/crds/index.js";
-import { TestAgent } from "../../../data-plane/test-agent/src/test-agent.js";
+} from "../../../proto/api/v1alpha1/index.js";
+import { installCrds } from "../../../control-plane/src/runtime/index.js";
+import { ScriptedAgent } from "../../peers/scripted-agent.js";
 import { run } from "../../../cli/src/main.js";
 import type { Out } from "../../../cli/src/commands/output.js";
-import { KubeSessions } from "../../../cli/src/sdk/kube-sessions.js";
-import { readOperator } from "../../../cli/src/sdk/operator-info.js";
+import { KubeSessions } from "../../../cli/src/sdk/kube/kube-sessions.js";
+import { readOperator } from "../../../cli/src/sdk/kube/operator-info.js";
 import { freePorts, startClusterSet, type ClusterSet } from "../../env/index.js";
 import { RouterProcess } from "../router/router-process.js";
+import { launch, tsx } from "../../support/launch.js";
 
 const NS = "shop";
-const repo = resolve(dirname(fileURLToPath(import.meta.url)), "../../..");
 const F = pb.FrameFamily;
 
 let set: ClusterSet;
@@ -41,8 +39,8 @@ let admin: KubeConfig;
 let aliceConfig: string;
 let bobConfig: string;
 let router: RouterProcess;
-let east: TestAgent;
-let west: TestAgent;
+let east: ScriptedAgent;
+let west: ScriptedAgent;
 let dir: string;
 
 const baseStatus = (): SwitchyardOperatorStatus => ({
@@ -136,12 +134,12 @@ beforeAll(async () => {
   aliceConfig = (await c.mintUser("alice", ["dev"])).kubeconfigPath;
   bobConfig = (await c.mintUser("bob", [])).kubeconfigPath;
 
-  east = new TestAgent({
+  east = new ScriptedAgent({
     name: "east",
     secret: "agent-east",
     env: { DB_HOST: "db.east.internal", PATH: "/remote/bin" },
   });
-  west = new TestAgent({ name: "west", secret: "agent-west" });
+  west = new ScriptedAgent({ name: "west", secret: "agent-west" });
   await east.start();
   await west.start();
   router = await RouterProcess.start([]);
@@ -163,7 +161,7 @@ afterAll(async () => {
 
 /**
  * Plays the Primary's control plane for sessions created in NS: routes each new parent to
- * the test agents through the router (by its clientKeyHash) and marks it Ready. Returns a
+ * the scripted agents through the router (by its clientKeyHash) and marks it Ready. Returns a
  * stop function.
  */
 function simulateControlPlane(): () => void {
@@ -244,16 +242,12 @@ describe("switchyard status", () => {
   });
 
   it("runs as a program (the bin entry) and exits with the command's code", async () => {
-    const child = spawn(
-      process.execPath,
-      ["--import", "tsx", join(repo, "cli/src/main.ts"), "--kubeconfig", aliceConfig, "status", "-o", "json"],
-      { cwd: repo, stdio: ["ignore", "pipe", "pipe"] },
-    );
-    let stdout = "";
-    child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
-    const code = await new Promise<number | null>((r) => child.once("exit", r));
-    expect(code).toBe(0);
-    expect((JSON.parse(stdout) as { cluster: string }).cluster).toBe("primary");
+    const child = await launch({
+      name: "switchyard-status",
+      ...tsx("cli/src/main.ts", ["--kubeconfig", aliceConfig, "status", "-o", "json"]),
+    });
+    expect(await child.exited).toBe(0);
+    expect((JSON.parse(child.stdout()) as { cluster: string }).cluster).toBe("primary");
   });
 
   it("tells the user Switchyard is not installed when the operator object is missing", async () => {

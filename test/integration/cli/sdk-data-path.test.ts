@@ -1,4 +1,4 @@
-// The SDK's data path against real router processes (static routes file) and test agents
+// The SDK's data path against real router processes (static routes file) and scripted agents
 // for east (Default) and west — no control plane needed:
 // env from the Default cluster only; a steal delivered to a local TCP server and the
 // answer back to the caller; a stolen HTTP request answered by a local HTTP server; the
@@ -9,11 +9,11 @@ import { createServer as createHttpServer, type Server as HttpServer } from "nod
 import { connect, createServer, type AddressInfo, type Server, type Socket } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
 import * as pb from "../../../proto/gen/session_pb.js";
-import { TestAgent } from "../../../data-plane/test-agent/src/test-agent.js";
-import type { ReceivedFrame } from "../../../data-plane/test-agent/src/frame-inbox.js";
-import { LocalProxy } from "../../../cli/src/sdk/local-proxy.js";
-import { SessionClient, type UpstreamEvent } from "../../../cli/src/sdk/session-client.js";
-import { TrafficDelivery } from "../../../cli/src/sdk/traffic-delivery.js";
+import { ScriptedAgent } from "../../peers/scripted-agent.js";
+import type { ReceivedFrame } from "../../peers/frame-inbox.js";
+import { LocalProxy } from "../../../cli/src/sdk/local/local-proxy.js";
+import { SessionClient, type UpstreamEvent } from "../../../cli/src/sdk/session/session-client.js";
+import { TrafficDelivery } from "../../../cli/src/sdk/local/traffic-delivery.js";
 import type { CliError } from "../../../cli/src/sdk/cli-errors.js";
 import { RouterProcess, type RouteSpec } from "../router/router-process.js";
 
@@ -27,8 +27,8 @@ afterEach(async () => {
 });
 
 async function agents() {
-  const east = new TestAgent({ name: "east", secret: "agent-east", env: { DB_HOST: "db.east" } });
-  const west = new TestAgent({ name: "west", secret: "agent-west" });
+  const east = new ScriptedAgent({ name: "east", secret: "agent-east", env: { DB_HOST: "db.east" } });
+  const west = new ScriptedAgent({ name: "west", secret: "agent-west" });
   await east.start();
   await west.start();
   cleanup.push(
@@ -38,7 +38,7 @@ async function agents() {
   return { east, west };
 }
 
-function route(a: { east: TestAgent; west: TestAgent }): RouteSpec {
+function route(a: { east: ScriptedAgent; west: ScriptedAgent }): RouteSpec {
   return {
     sessionId: SESSION,
     secret: SECRET,
@@ -208,7 +208,7 @@ describe("SDK data path through real routers", () => {
     s.write(Buffer.concat([Buffer.from([5, 1, 0, 3, host.length]), host, Buffer.from([0x15, 0x38])]));
     expect((await got(10))[1]).toBe(0);
     s.write("SELECT 1");
-    // The test agent echoes outgoing data: the bytes made the round trip through east.
+    // The scripted agent echoes outgoing data: the bytes made the round trip through east.
     expect((await got(8)).toString()).toBe("SELECT 1");
     const connectFrame = a.east.inbox.all.find(
       (f) => f.family === F.OUTGOING_TCP && f.kind === pb.OutgoingKind.CONNECT,

@@ -16,11 +16,12 @@ import {
 import { pino } from "pino";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { AgentServer } from "../../../data-plane/agent/src/agent-server.js";
-import { SessionSecrets, sha256Hex } from "../../../data-plane/agent/src/session-secrets.js";
-import { TargetView } from "../../../data-plane/agent/src/target-view.js";
-import { LocalProxy } from "../../../cli/src/sdk/local-proxy.js";
-import { SessionClient, type UpstreamEvent } from "../../../cli/src/sdk/session-client.js";
-import { TrafficDelivery } from "../../../cli/src/sdk/traffic-delivery.js";
+import { SessionSecrets } from "../../../data-plane/agent/src/session-secrets.js";
+import { hashSecret as sha256Hex } from "../../../proto/session-auth.js";
+import { TargetView } from "../../../data-plane/agent/src/target/target-view.js";
+import { LocalProxy } from "../../../cli/src/sdk/local/local-proxy.js";
+import { SessionClient, type UpstreamEvent } from "../../../cli/src/sdk/session/session-client.js";
+import { TrafficDelivery } from "../../../cli/src/sdk/local/traffic-delivery.js";
 import { RouterProcess } from "../router/router-process.js";
 
 const SECRET = "cli-real-agent-secret";

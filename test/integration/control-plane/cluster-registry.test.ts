@@ -16,7 +16,8 @@ import {
 import { ClusterConfigSource } from "../../../control-plane/src/config/cluster-config-source.js";
 import { checkClusterHealth } from "../../../control-plane/src/clusters/cluster-health-checker.js";
 import { RemoteClusterClient } from "../../../control-plane/src/clusters/remote-cluster-client.js";
-import { installCrds, switchyardOperatorClient } from "../../../control-plane/src/crds/index.js";
+import { switchyardOperatorClient } from "../../../proto/api/v1alpha1/index.js";
+import { installCrds } from "../../../control-plane/src/runtime/index.js";
 import type { BearerTokenSource } from "../../../control-plane/src/credentials/bearer-token-source.js";
 import { ManualClock } from "../../../control-plane/src/credentials/clock.js";
 import { EksTokenSource } from "../../../control-plane/src/credentials/eks-token-source.js";
@@ -31,7 +32,6 @@ import {
   b64,
   capturingLogger,
   ensureNamespace,
-  eventually,
   grantTokenRenewal,
   installMemberRbac,
   mintBoundToken,
@@ -40,6 +40,7 @@ import {
   revokeTokenRenewal,
   MEMBER_GROUP,
 } from "./remote-fixtures.js";
+import { eventually } from "../../support/poll.js";
 
 const AWS = {
   accessKeyId: "AKIASWITCHYARDTEST01",
@@ -412,7 +413,7 @@ describe("cluster registry", () => {
         if (clock.pending() > 0) clock.advance(60_000);
         return source.status().error === undefined && source.status().failures === 0;
       },
-      30_000,
+      { timeoutMs: 30_000 },
     );
   });
 
@@ -552,7 +553,9 @@ describe("cluster registry", () => {
     } finally {
       await east.startApiServer();
     }
-    await eventually("east recovered", () => healthOf("east")?.connected && !healthOf("east")?.error, 60_000);
+    await eventually("east recovered", () => healthOf("east")?.connected && !healthOf("east")?.error, {
+      timeoutMs: 60_000,
+    });
     // And the version call really is answered again.
     expect((await registry.client("east")!.makeApiClient(VersionApi).getCode()).gitVersion).toBe("v1.36.3");
   });
@@ -588,7 +591,7 @@ describe("cluster registry", () => {
       (first === a ? stopA : stopB).abort();
       await (first === a ? runA : runB);
       expect(first.isLeader()).toBe(false);
-      await eventually("failover", () => other.isLeader(), 10_000);
+      await eventually("failover", () => other.isLeader(), { timeoutMs: 10_000 });
       const took = Date.now() - stoppedAt;
       // Takeover needs the lease to run out (3 s) and then a retry (0.25 s), plus one API call.
       expect(took).toBeLessThan(3_000 + 250 * 4 + 2_000);
@@ -671,7 +674,7 @@ describe("cluster registry", () => {
       await eventually(
         "second replica leads and writes",
         () => second.isLeader() && second.metrics.statusWriteCount().success > 0,
-        15_000,
+        { timeoutMs: 15_000 },
       );
       const before = Date.now();
       const fresh = await eventually("status refreshed by the new leader", async () => {

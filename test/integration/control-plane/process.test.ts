@@ -2,56 +2,42 @@
 // against a real API server: it reconciles a single-cluster ClusterSession, starts a
 // process agent, and pushes the session's table over RouteDiscovery to a real router
 // process, through which a client reaches the agent. Bad flags exit 2 with the flag named.
-import { spawn, type ChildProcess } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
 import { createServer, type Server } from "node:http";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
-import { createInterface } from "node:readline";
+import { join } from "node:path";
 import { AppsV1Api, CoreV1Api } from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import {
-  clusterSessionClient,
-  installCrds,
-  switchyardOperatorClient,
-} from "../../../control-plane/src/crds/index.js";
-import { AgentClient } from "../../../data-plane/agent/src/testing/agent-client.js";
+import { clusterSessionClient, switchyardOperatorClient } from "../../../proto/api/v1alpha1/index.js";
+import { installCrds } from "../../../control-plane/src/runtime/index.js";
+import { AgentClient } from "../../peers/agent-client.js";
 import { freePorts, runPods, startClusterSet, type ClusterSet } from "../../env/index.js";
 import { RouterProcess } from "../router/router-process.js";
+import { launch, tsx, type LaunchedProcess, type LogLine } from "../../support/launch.js";
+import { eventually, type PollOptions } from "../../support/poll.js";
 
-const repo = resolve(import.meta.dirname, "../../..");
 const NS = "switchyard";
 const AUDIENCE = "switchyard-route-discovery";
 
 let set: ClusterSet;
 let dir: string;
 let app: Server;
-let cp: ChildProcess;
+let cp: LaunchedProcess<LogLine>;
 let router: RouterProcess;
 let grpcUrl = "";
 let metricsPort = 0;
 let routerPort = 0;
-const cpLogs: Array<Record<string, unknown>> = [];
+const POLL: PollOptions = { timeoutMs: 60_000, intervalMs: 200 };
 
-async function until<T>(
-  what: string,
-  fn: () => Promise<T | undefined> | T | undefined,
-  timeoutMs = 60_000,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn();
-    if (v !== undefined && v !== false) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 200));
-  }
-}
-
-function startControlPlane(args: string[]): ChildProcess {
-  return spawn(process.execPath, ["--import", "tsx", join(repo, "control-plane/src/main.ts"), ...args], {
-    cwd: repo,
-    stdio: ["ignore", "pipe", "pipe"],
+/** The control plane as a user runs it; ready once it logs "control plane started". */
+function startControlPlane(args: string[]): Promise<LaunchedProcess<LogLine>> {
+  return launch({
+    name: "control-plane",
+    ...tsx("control-plane/src/main.ts", args),
+    ready: (p) => p.logs.find((l) => l.msg === "control plane started"),
+    readyTimeoutMs: 60_000,
+    readyIntervalMs: 200,
   });
 }
 
@@ -103,7 +89,7 @@ beforeAll(async () => {
   await runPods(kc, "default", "app=demo", 1);
 
   routerPort = (await freePorts(1))[0]!;
-  cp = startControlPlane([
+  cp = await startControlPlane([
     "--mode=member",
     "--cluster-name=east",
     `--kubeconfig=${east.adminKubeconfigPath}`,
@@ -121,23 +107,7 @@ beforeAll(async () => {
     "--leader-renew-deadline-seconds=2",
     "--leader-retry-period-seconds=0.5",
   ]);
-  createInterface({ input: cp.stdout! }).on("line", (line) => {
-    try {
-      cpLogs.push(JSON.parse(line) as Record<string, unknown>);
-    } catch {
-      /* not JSON */
-    }
-  });
-  let stderr = "";
-  cp.stderr!.on("data", (b: Buffer) => (stderr += b.toString()));
-  const started = await until(
-    "the control plane to start",
-    () => {
-      if (cp.exitCode !== null) throw new Error(`control plane exited ${cp.exitCode}: ${stderr}`);
-      return cpLogs.find((l) => l.msg === "control plane started");
-    },
-    60_000,
-  );
+  const started = cp.ready;
   grpcUrl = started.grpc as string;
   metricsPort = started.metricsPort as number;
   router = await RouterProcess.start(null, [
@@ -150,10 +120,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await router?.stop();
-  if (cp && cp.exitCode === null) {
-    cp.kill("SIGTERM");
-    await new Promise((r) => cp.once("exit", r));
-  }
+  await cp?.stop();
   app?.close();
   await set?.stop();
   if (dir) rmSync(dir, { recursive: true, force: true });
@@ -169,10 +136,14 @@ describe("control-plane process (member mode)", () => {
   });
 
   it("advertises itself in SwitchyardOperator status", async () => {
-    const op = await until("operator status", async () => {
-      const o = await switchyardOperatorClient(set.get("east").kubeConfig()).get({ name: "operator" });
-      return o?.status?.supportedFeatures ? o : undefined;
-    });
+    const op = await eventually(
+      "operator status",
+      async () => {
+        const o = await switchyardOperatorClient(set.get("east").kubeConfig()).get({ name: "operator" });
+        return o?.status?.supportedFeatures ? o : undefined;
+      },
+      POLL,
+    );
     expect(op.spec.clusterName).toBe("east");
     expect(op.status?.supportedFeatures).toContain("MultiClusterMember");
     expect(op.status?.supportedFeatures).not.toContain("MultiClusterPrimary");
@@ -192,21 +163,29 @@ describe("control-plane process (member mode)", () => {
         ttlSeconds: 60,
       },
     } as Parameters<typeof sessions.create>[0]);
-    const ready = await until("the session to become Ready", async () => {
-      const s = await sessions.get({ namespace: "default", name: "solo-demo" });
-      return s?.status?.phase === "Ready" ? s : undefined;
-    });
+    const ready = await eventually(
+      "the session to become Ready",
+      async () => {
+        const s = await sessions.get({ namespace: "default", name: "solo-demo" });
+        return s?.status?.phase === "Ready" ? s : undefined;
+      },
+      POLL,
+    );
     expect(ready.status?.gateway).toBe(`ws://127.0.0.1:${routerPort}/v1/sessions/solo-demo`);
     expect(await (await fetch(`http://127.0.0.1:${metricsPort}/readyz`)).text()).toContain("ready");
 
     // The router received the table over RouteDiscovery; a client with the secret gets through.
-    const client = await until("the router to accept the session", async () => {
-      try {
-        return await AgentClient.connect(ready.status!.gateway!, secret);
-      } catch {
-        return undefined;
-      }
-    });
+    const client = await eventually(
+      "the router to accept the session",
+      async () => {
+        try {
+          return await AgentClient.connect(ready.status!.gateway!, secret);
+        } catch {
+          return undefined;
+        }
+      },
+      POLL,
+    );
     const env = await client.env({ names: ["GREETING"] });
     expect(JSON.stringify(env)).toContain("hello from east");
     client.session.close();
@@ -214,23 +193,27 @@ describe("control-plane process (member mode)", () => {
 
     // Deleting the session removes its table from the router.
     await sessions.delete({ namespace: "default", name: "solo-demo" });
-    await until("the route to leave the router", async () => {
-      try {
-        const c = await AgentClient.connect(ready.status!.gateway!, secret);
-        c.session.close();
-        return undefined;
-      } catch (err) {
-        return /404/.test((err as Error).message) ? true : undefined;
-      }
-    });
+    await eventually(
+      "the route to leave the router",
+      async () => {
+        try {
+          const c = await AgentClient.connect(ready.status!.gateway!, secret);
+          c.session.close();
+          return undefined;
+        } catch (err) {
+          return /404/.test((err as Error).message) ? true : undefined;
+        }
+      },
+      POLL,
+    );
   });
 
   it("exits 2 and names the flag when a flag is wrong", async () => {
-    const bad = startControlPlane(["--mode=member", "--namespace=switchyard", "--grpc-plaintext"]);
-    let stderr = "";
-    bad.stderr!.on("data", (b: Buffer) => (stderr += b.toString()));
-    const code = await new Promise((r) => bad.once("exit", r));
-    expect(code).toBe(2);
-    expect(stderr).toMatch(/--router-service-account: name at least one router ServiceAccount/);
+    const bad = await launch({
+      name: "control-plane-bad-flags",
+      ...tsx("control-plane/src/main.ts", ["--mode=member", "--namespace=switchyard", "--grpc-plaintext"]),
+    });
+    expect(await bad.exited).toBe(2);
+    expect(bad.output()).toMatch(/--router-service-account: name at least one router ServiceAccount/);
   });
 });

@@ -150,24 +150,3 @@ export function capturingLogger(): { logger: Logger; lines: string[] } {
   });
   return { logger: pino({ level: "debug" }, sink), lines };
 }
-
-/** Polls `check` until it returns a value other than undefined/false, or fails naming `what`. */
-export async function eventually<T>(
-  what: string,
-  check: () => T | undefined | false | Promise<T | undefined | false>,
-  timeoutMs = 30_000,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  for (;;) {
-    try {
-      const v = await check();
-      if (v !== undefined && v !== false) return v;
-    } catch (err) {
-      last = err;
-    }
-    if (Date.now() > deadline)
-      throw new Error(`timed out waiting for ${what}${last ? `: ${String(last)}` : ""}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}

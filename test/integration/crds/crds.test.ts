@@ -11,7 +11,6 @@ import {
   clusterSessionClient,
   crdManifests,
   GROUP,
-  installCrds,
   multiClusterSessionClient,
   switchyardOperatorClient,
   type ClusterSession,
@@ -19,8 +18,10 @@ import {
   type StatusCondition,
   type SwitchyardOperator,
   VERSION,
-} from "../../../control-plane/src/crds/index.js";
+} from "../../../proto/api/v1alpha1/index.js";
+import { installCrds } from "../../../control-plane/src/runtime/index.js";
 import { startClusterSet, type ClusterSet } from "../../env/index.js";
+import { eventually } from "../../support/poll.js";
 
 const NS = "crd-tests";
 const HASH = "0123456789abcdef".repeat(4);
@@ -131,16 +132,12 @@ describe("installation", () => {
     const api = kc.makeApiClient(ApiextensionsV1Api);
     const name = crdManifests.SwitchyardOperator.metadata.name;
     await api.deleteCustomResourceDefinition({ name });
-    const deadline = Date.now() + 30_000;
-    while (
-      await api.readCustomResourceDefinition({ name }).then(
-        () => true,
-        (e: unknown) => !(e instanceof ApiException && e.code === 404),
-      )
-    ) {
-      if (Date.now() > deadline) throw new Error(`CRD ${name} was not deleted within 30 s`);
-      await new Promise((r) => setTimeout(r, 100));
-    }
+    await eventually(`CRD ${name} to be deleted`, () =>
+      api.readCustomResourceDefinition({ name }).then(
+        () => false,
+        (e: unknown) => e instanceof ApiException && e.code === 404,
+      ),
+    );
     await installCrds(kc, ["SwitchyardOperator"]);
     const listed = await switchyardOperatorClient(kc).list();
     expect(listed.items).toEqual([]);

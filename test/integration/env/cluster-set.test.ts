@@ -17,6 +17,7 @@ import {
   startClusterSet,
 } from "../../env/index.js";
 import type { ClusterSet } from "../../env/index.js";
+import { eventually, type PollOptions } from "../../support/poll.js";
 
 let set: ClusterSet;
 
@@ -34,17 +35,7 @@ function statusOf(err: unknown): number | undefined {
   return (err as { code?: number }).code;
 }
 
-async function eventually<T>(fn: () => Promise<T>, timeoutMs = 15_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    try {
-      return await fn();
-    } catch (err) {
-      if (Date.now() > deadline) throw err;
-      await new Promise((r) => setTimeout(r, 200));
-    }
-  }
-}
+const POLL: PollOptions = { timeoutMs: 15_000, intervalMs: 200 };
 
 describe("cluster set", () => {
   it("serves CRUD on every cluster and keeps objects apart", async () => {
@@ -111,7 +102,11 @@ describe("cluster set", () => {
         subjects: [{ kind: "Group", name: "developers", apiGroup: "rbac.authorization.k8s.io" }],
       },
     });
-    const pods = await eventually(() => aliceApi.listNamespacedPod({ namespace: "default" }));
+    const pods = await eventually(
+      "alice to list pods",
+      () => aliceApi.listNamespacedPod({ namespace: "default" }),
+      POLL,
+    );
     expect(Array.isArray(pods.items)).toBe(true);
     // Still nothing outside the binding's scope.
     await expect(aliceApi.listNamespacedConfigMap({ namespace: "default" })).rejects.toSatisfy(
@@ -208,11 +203,15 @@ describe("cluster set", () => {
         },
       },
     });
-    const rs = await eventually(async () => {
-      const list = await apps.listNamespacedReplicaSet({ namespace: "default", labelSelector: "app=web" });
-      if (list.items.length !== 1) throw new Error("no ReplicaSet yet");
-      return list.items[0]!;
-    });
+    const rs = await eventually(
+      "the Deployment's ReplicaSet",
+      async () => {
+        const list = await apps.listNamespacedReplicaSet({ namespace: "default", labelSelector: "app=web" });
+        if (list.items.length !== 1) throw new Error("no ReplicaSet yet");
+        return list.items[0]!;
+      },
+      POLL,
+    );
     expect(rs.metadata?.ownerReferences?.[0]?.name).toBe("web");
     const pods = await runPods(kc, "default", "app=web", 2);
     expect(pods).toHaveLength(2);
@@ -221,11 +220,15 @@ describe("cluster set", () => {
       expect(p.status?.podIP).toMatch(/^10\.244\./);
       expect(p.metadata?.ownerReferences?.[0]?.name).toBe(rs.metadata?.name);
     }
-    const dep = await eventually(async () => {
-      const d = await apps.readNamespacedDeployment({ name: "web", namespace: "default" });
-      if (d.status?.readyReplicas !== 2) throw new Error(`readyReplicas=${d.status?.readyReplicas}`);
-      return d;
-    });
+    const dep = await eventually(
+      "two ready replicas",
+      async () => {
+        const d = await apps.readNamespacedDeployment({ name: "web", namespace: "default" });
+        if (d.status?.readyReplicas !== 2) throw new Error(`readyReplicas=${d.status?.readyReplicas}`);
+        return d;
+      },
+      POLL,
+    );
     expect(dep.status?.availableReplicas).toBe(2);
   });
 

@@ -8,18 +8,19 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   clusterSessionClient,
   clusterSessionCrd,
-  installCrds,
   type ClusterSession,
-} from "../../../control-plane/src/crds/index.js";
+} from "../../../proto/api/v1alpha1/index.js";
 import {
   Controller,
   ControllerMetrics,
   customResourceInformer,
+  installCrds,
   podInformer,
   type ObjectKey,
   type Reconciler,
 } from "../../../control-plane/src/runtime/index.js";
 import { startClusterSet, type ClusterSet } from "../../env/index.js";
+import { eventually, type PollOptions } from "../../support/poll.js";
 
 const NS = "runtime-tests";
 const HASH = "ab".repeat(32);
@@ -36,13 +37,7 @@ afterAll(async () => {
   await set?.stop();
 });
 
-async function eventually(cond: () => boolean | Promise<boolean>, timeoutMs = 30_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await cond())) {
-    if (Date.now() > deadline) throw new Error("condition not met in time");
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
+const POLL: PollOptions = { intervalMs: 50 };
 
 describe("controller runtime on a real API server", () => {
   it("reconciles label-selected custom resources, mapped pods, conflicts and an outage", async () => {
@@ -95,10 +90,14 @@ describe("controller runtime on a real API server", () => {
       await mk("ignored", false);
       await mk("conflicting", true);
       await eventually(
+        "selected Pending",
         async () => (await sessions.get({ namespace: NS, name: "selected" }))?.status?.phase === "Pending",
+        POLL,
       );
       await eventually(
+        "conflicting Pending",
         async () => (await sessions.get({ namespace: NS, name: "conflicting" }))?.status?.phase === "Pending",
+        POLL,
       );
       expect(conflictOnce).toBe(false);
       expect(reconciled).not.toContain("ignored");
@@ -119,25 +118,34 @@ describe("controller runtime on a real API server", () => {
           },
         },
       });
-      await eventually(() => reconciled.filter((n) => n === "selected").length > before);
+      await eventually(
+        "the pod event to reconcile its session",
+        () => reconciled.filter((n) => n === "selected").length > before,
+        POLL,
+      );
 
       // An outage: the watch breaks; after the API server returns, new objects still arrive.
       const cluster = set.get("primary");
       await cluster.stopApiServer();
       await new Promise((r) => setTimeout(r, 500));
       await cluster.startApiServer();
-      await eventually(async () => {
-        try {
-          await mk("after-outage", true);
-          return true;
-        } catch {
-          return false;
-        }
-      });
       await eventually(
+        "a session created after the outage",
+        async () => {
+          try {
+            await mk("after-outage", true);
+            return true;
+          } catch {
+            return false;
+          }
+        },
+        POLL,
+      );
+      await eventually(
+        "after-outage Pending",
         async () =>
           (await sessions.get({ namespace: NS, name: "after-outage" }))?.status?.phase === "Pending",
-        60_000,
+        { ...POLL, timeoutMs: 60_000 },
       );
       expect(informer.get("after-outage", NS)).toBeDefined();
     } finally {

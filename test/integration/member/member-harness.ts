@@ -1,7 +1,7 @@
 // Test harness for member mode: a RouteDiscovery server (real gRPC over TLS, routers
 // authenticated by client certificate) in front of a snapshot cache, a router-side
 // RouteDiscoveryClient that records the table it is pushed, and helpers to start a
-// MemberController and to wait for API state.
+// MemberController.
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -110,27 +110,4 @@ export function startMember(
 
 export function tempDir(prefix: string): string {
   return mkdtempSync(join(tmpdir(), prefix));
-}
-
-/** Polls `probe` until it returns a value other than undefined/false. */
-export async function eventually<T>(
-  what: string,
-  probe: () => Promise<T | undefined | false> | T | undefined | false,
-  timeoutMs = 30_000,
-  intervalMs = 100,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  for (;;) {
-    try {
-      const v = await probe();
-      if (v !== undefined && v !== false) return v;
-    } catch (err) {
-      last = err;
-    }
-    if (Date.now() > deadline) {
-      throw new Error(`timed out waiting for ${what}${last ? `: ${(last as Error).message}` : ""}`);
-    }
-    await new Promise((r) => setTimeout(r, intervalMs));
-  }
 }

@@ -5,10 +5,12 @@
 //   push:   the session's table published in the snapshot cache → applied by a router over
 //           RouteDiscovery gRPC (the table is published before Ready is written)
 import { AppsV1Api, CoreV1Api } from "@kubernetes/client-node";
-import { clusterSessionClient, installCrds } from "../../../control-plane/src/crds/index.js";
+import { clusterSessionClient } from "../../../proto/api/v1alpha1/index.js";
+import { installCrds } from "../../../control-plane/src/runtime/index.js";
 import { ProcessAgentProvisioner } from "../../../control-plane/src/member/index.js";
 import { runPods, startClusterSet } from "../../env/index.js";
-import { eventually, startMember, startRouteDiscovery, tempDir } from "./member-harness.js";
+import { startMember, startRouteDiscovery, tempDir } from "./member-harness.js";
+import { eventually } from "../../support/poll.js";
 
 const n = Number(process.argv[2] ?? 10);
 const NS = "latency";
@@ -42,8 +44,7 @@ try {
     await eventually(
       "Ready",
       async () => (await sessions.get({ namespace: NS, name }))?.status?.phase === "Ready",
-      60_000,
-      5,
+      { timeoutMs: 60_000, intervalMs: 5 },
     );
     return performance.now() - t0;
   };

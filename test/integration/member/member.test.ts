@@ -17,11 +17,11 @@ import { WebSocket } from "ws";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   clusterSessionClient,
-  installCrds,
   LABELS,
   type ClusterSession,
   type ClusterSessionSpec,
-} from "../../../control-plane/src/crds/index.js";
+} from "../../../proto/api/v1alpha1/index.js";
+import { installCrds } from "../../../control-plane/src/runtime/index.js";
 import {
   AGENT_CONTAINER,
   agentSecretName,
@@ -33,7 +33,8 @@ import {
 import type { ControllerMetrics } from "../../../control-plane/src/runtime/index.js";
 import { SessionState } from "../../../proto/gen/route_discovery_pb.js";
 import { markPodRunning, runPods, startClusterSet, type ClusterSet } from "../../env/index.js";
-import { eventually, ROUTER_ENDPOINT, startMember, startRouteDiscovery, tempDir } from "./member-harness.js";
+import { ROUTER_ENDPOINT, startMember, startRouteDiscovery, tempDir } from "./member-harness.js";
+import { eventually } from "../../support/poll.js";
 
 const NS = "member-tests";
 const HASH = createHash("sha256").update("client-secret").digest("hex");

@@ -13,12 +13,11 @@ import { stringify } from "yaml";
 import {
   clusterSessionClient,
   clusterSessionCrd,
-  installCrds,
   multiClusterSessionClient,
   multiClusterSessionCrd,
   type ClusterSession,
   type MultiClusterSession,
-} from "../../../control-plane/src/crds/index.js";
+} from "../../../proto/api/v1alpha1/index.js";
 import { ClusterRegistry } from "../../../control-plane/src/primary/cluster-registry.js";
 import {
   RouteDiscoveryServer,
@@ -26,12 +25,16 @@ import {
   RouteSnapshotCache,
   RouterAuthenticator,
 } from "../../../control-plane/src/route-discovery/index.js";
-import { ControllerMetrics, customResourceInformer } from "../../../control-plane/src/runtime/index.js";
+import {
+  ControllerMetrics,
+  customResourceInformer,
+  installCrds,
+} from "../../../control-plane/src/runtime/index.js";
 import {
   HeartbeatTracker,
   SessionController,
   registryWorkloadClusters,
-} from "../../../control-plane/src/sessions/index.js";
+} from "../../../control-plane/src/primary/index.js";
 import {
   RouteDiscoveryClient,
   type RouteDelta,
@@ -44,6 +47,7 @@ import {
   putConfigMap,
   putCredentialSecret,
 } from "../control-plane/remote-fixtures.js";
+import { eventually } from "../../support/poll.js";
 
 const SEQUENTIAL = Number(process.argv[2] ?? 40);
 const CONCURRENT = Number(process.argv[3] ?? 200);
@@ -193,15 +197,15 @@ try {
     });
     return { name, t0 };
   };
-  const until = async (cond: () => boolean) => {
-    while (!cond()) await new Promise((r) => setTimeout(r, 2));
-  };
+  // A fine interval, since the waits are what is measured; no deadline (a measurement, not a test).
+  const until = (what: string, cond: () => boolean) =>
+    eventually(what, cond, { timeoutMs: Infinity, intervalMs: 2 });
   const children = (name: string) => CLUSTERS.map((c) => `${name}-${c}`);
 
   // Warm-up: the first session also pays for connections and caches.
   console.log("clusters up; warming up");
   const warm = await create();
-  await until(() => onRouter.every((m) => m.has(warm.name)));
+  await until("the warm-up session on every router", () => onRouter.every((m) => m.has(warm.name)));
   const created: number[] = [];
   const mirrored: number[] = [];
   const pushed: number[] = [];
@@ -209,6 +213,7 @@ try {
   for (let i = 0; i < SEQUENTIAL; i++) {
     const { name, t0 } = await create();
     await until(
+      `session ${name} ready and on every router`,
       () =>
         onRouter.every((m) => m.has(name)) &&
         parentReadyAt.has(name) &&
@@ -243,7 +248,9 @@ try {
     const done = batch.filter((b) => onRouter.every((m) => m.has(b.name))).length;
     console.log(`  ${((performance.now() - t0) / 1000).toFixed(0)} s: ${done}/${CONCURRENT} on both routers`);
   }, 10_000);
-  await until(() => batch.every((b) => onRouter.every((m) => m.has(b.name))));
+  await until("every session of the batch on every router", () =>
+    batch.every((b) => onRouter.every((m) => m.has(b.name))),
+  );
   clearInterval(progress);
   console.log(`  (all ${CONCURRENT} parents created after ${(createdAllMs / 1000).toFixed(1)} s)`);
   const elapsed = performance.now() - t0;

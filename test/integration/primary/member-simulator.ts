@@ -4,7 +4,7 @@
 // and a pod when the target Deployment exists there, Failed with TargetNotFound when it
 // does not. Every call is a real Kubernetes API call; only the agent is missing.
 import { ApiException, AppsV1Api, type KubeConfig } from "@kubernetes/client-node";
-import { clusterSessionClient, parseTarget } from "../../../control-plane/src/crds/index.js";
+import { clusterSessionClient, parseTarget } from "../../../proto/api/v1alpha1/index.js";
 
 export interface MemberSimulator {
   stop(): Promise<void>;

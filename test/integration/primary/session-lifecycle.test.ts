@@ -12,12 +12,12 @@ import {
   CHILDREN_FINALIZER,
   LABELS,
   clusterSessionClient,
-  installCrds,
   multiClusterSessionClient,
   type ClusterSession,
   type MultiClusterSession,
   type MultiClusterSessionSpec,
-} from "../../../control-plane/src/crds/index.js";
+} from "../../../proto/api/v1alpha1/index.js";
+import { installCrds } from "../../../control-plane/src/runtime/index.js";
 import { LeaseElector } from "../../../control-plane/src/leader/lease-elector.js";
 import { ClusterRegistry } from "../../../control-plane/src/primary/cluster-registry.js";
 import {
@@ -32,7 +32,7 @@ import {
   childSecretsName,
   registryWorkloadClusters,
   type SessionControllerOptions,
-} from "../../../control-plane/src/sessions/index.js";
+} from "../../../control-plane/src/primary/index.js";
 import {
   RouteDiscoveryClient,
   type RouteDelta,
@@ -45,10 +45,10 @@ import {
   NS,
   b64,
   ensureNamespace,
-  eventually,
   putConfigMap,
   putCredentialSecret,
 } from "../control-plane/remote-fixtures.js";
+import { eventually } from "../../support/poll.js";
 import { gatewayUrl, startMemberSimulator, type MemberSimulator } from "./member-simulator.js";
 
 const CLUSTERS = ["east", "primary", "west"] as const;
@@ -292,11 +292,9 @@ const condition = (p: MultiClusterSession, type: string) =>
 
 async function deleteAndWaitGone(name: string, namespace = APP_NS): Promise<void> {
   await parents().delete({ namespace, name });
-  await eventually(
-    `session ${name} gone`,
-    async () => (await getParent(name, namespace)) === undefined,
-    45_000,
-  );
+  await eventually(`session ${name} gone`, async () => (await getParent(name, namespace)) === undefined, {
+    timeoutMs: 45_000,
+  });
 }
 
 describe("primary-mode session lifecycle", () => {
@@ -471,15 +469,13 @@ describe("primary-mode session lifecycle", () => {
         expect(p).toBeDefined();
         return Date.parse(p!.status?.connectedTimestamp ?? "") > created + 8_000;
       },
-      30_000,
+      { timeoutMs: 30_000 },
     );
     expect(Object.keys(await childrenOf(name)).sort()).toEqual([...CLUSTERS]);
     live.delete(name);
-    await eventually(
-      `expired session ${name} deleted`,
-      async () => (await getParent(name)) === undefined,
-      30_000,
-    );
+    await eventually(`expired session ${name} deleted`, async () => (await getParent(name)) === undefined, {
+      timeoutMs: 30_000,
+    });
     expect(await childrenOf(name)).toEqual({});
     for (const sink of sinks) await eventually(`route ${name} removed`, () => !sink.table.has(name));
     const metrics = await controller.sessionMetrics.registry.metrics();
@@ -517,7 +513,9 @@ describe("primary-mode session lifecycle", () => {
     } finally {
       await set.get("west").startApiServer();
     }
-    await eventually(`session ${name} gone`, async () => (await getParent(name)) === undefined, 60_000);
+    await eventually(`session ${name} gone`, async () => (await getParent(name)) === undefined, {
+      timeoutMs: 60_000,
+    });
     expect(await childrenOf(name)).toEqual({});
   });
 
@@ -640,7 +638,7 @@ describe("primary-mode session lifecycle", () => {
         await Promise.all(a.controllers);
         expect(b.elector.isLeader()).toBe(false);
         // The successor takes over while west is still down, and must not wait for it to start.
-        await eventually("replica-b leads", () => b.elector.isLeader(), 30_000);
+        await eventually("replica-b leads", () => b.elector.isLeader(), { timeoutMs: 30_000 });
       } finally {
         await set.get("west").startApiServer();
       }

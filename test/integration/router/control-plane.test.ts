@@ -15,14 +15,14 @@ import {
 } from "../../../control-plane/src/route-discovery/index.js";
 import { SessionRouteSchema, SessionState } from "../../../proto/gen/route_discovery_pb.js";
 import * as pb from "../../../proto/gen/session_pb.js";
-import { hashSecret } from "../../../data-plane/router/src/client-auth.js";
-import { TestAgent } from "../../../data-plane/test-agent/src/test-agent.js";
-import { SessionClient } from "../../../data-plane/test-agent/src/test-client.js";
+import { hashSecret } from "../../../proto/session-auth.js";
+import { ScriptedAgent } from "../../peers/scripted-agent.js";
+import { RawSessionClient } from "../../peers/raw-session-client.js";
 import { createCertificateAuthority } from "../../env/index.js";
 import { RouterProcess } from "./router-process.js";
 
 let dir: string;
-let agent: TestAgent;
+let agent: ScriptedAgent;
 let cache: RouteSnapshotCache;
 let streams: RouteDiscoveryStreamServer;
 let server: RouteDiscoveryServer | undefined;
@@ -53,7 +53,7 @@ beforeAll(async () => {
   }))
     writeFileSync(join(dir, name), pem);
 
-  agent = new TestAgent({ name: "east", secret: "agent" });
+  agent = new ScriptedAgent({ name: "east", secret: "agent" });
   await agent.start();
   cache = new RouteSnapshotCache({ ready: true });
   cache.replaceAll([route("mc-cp-a"), route("mc-cp-b")]);
@@ -96,7 +96,7 @@ describe("router fed by RouteDiscovery", () => {
       timeout: 15_000,
       interval: 100,
     });
-    const a = await SessionClient.connect(router.sessionUrl("mc-cp-a"), "client");
+    const a = await RawSessionClient.connect(router.sessionUrl("mc-cp-a"), "client");
     await a.upstreamStatus("east", pb.UpstreamState.UP);
     expect((await a.ping()).kind).toBe(pb.PingKind.PONG);
     await vi.waitFor(() => expect(live.some((ids) => ids.includes("mc-cp-a"))).toBe(true), {
@@ -111,7 +111,7 @@ describe("router fed by RouteDiscovery", () => {
   it("keeps serving its last good table while the control plane is away", async () => {
     await server!.close();
     server = undefined;
-    const b = await SessionClient.connect(router.sessionUrl("mc-cp-b"), "client");
+    const b = await RawSessionClient.connect(router.sessionUrl("mc-cp-b"), "client");
     await b.upstreamStatus("east", pb.UpstreamState.UP);
     expect(
       (await b.request({ family: pb.FrameFamily.ENV, kind: pb.EnvKind.GET }, pb.EnvGetSchema, {})).as(

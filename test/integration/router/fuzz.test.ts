@@ -7,17 +7,17 @@ import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import * as pb from "../../../proto/gen/session_pb.js";
 import { catalogEntries } from "../../../proto/frame-catalog.js";
 import { encodeRaw } from "../../../proto/frame-codec.js";
-import { TestAgent } from "../../../data-plane/test-agent/src/test-agent.js";
-import { SessionClient } from "../../../data-plane/test-agent/src/test-client.js";
+import { ScriptedAgent } from "../../peers/scripted-agent.js";
+import { RawSessionClient } from "../../peers/raw-session-client.js";
 import { RouterProcess, type RouteSpec } from "./router-process.js";
 
 const SECRET = "fuzz-secret";
 let router: RouterProcess;
-const agents: TestAgent[] = [];
-let victim: SessionClient;
-let bystander: SessionClient;
+const agents: ScriptedAgent[] = [];
+let victim: RawSessionClient;
+let bystander: RawSessionClient;
 
-function route(id: string, as: TestAgent[]): RouteSpec {
+function route(id: string, as: ScriptedAgent[]): RouteSpec {
   return {
     sessionId: id,
     secret: SECRET,
@@ -57,7 +57,7 @@ const frameArb = fc.oneof(
 
 beforeAll(async () => {
   for (const name of ["east", "west", "north", "b-east"]) {
-    const a = new TestAgent({ name, secret: "a", record: false });
+    const a = new ScriptedAgent({ name, secret: "a", record: false });
     await a.start();
     agents.push(a);
   }
@@ -65,8 +65,8 @@ beforeAll(async () => {
     [route("mc-victim", agents.slice(0, 3)), route("mc-bystander", agents.slice(3))],
     ["--merge-timeout-ms", "500", "--log-level", "info"],
   );
-  victim = await SessionClient.connect(router.sessionUrl("mc-victim"), SECRET, { record: true });
-  bystander = await SessionClient.connect(router.sessionUrl("mc-bystander"), SECRET);
+  victim = await RawSessionClient.connect(router.sessionUrl("mc-victim"), SECRET, { record: true });
+  bystander = await RawSessionClient.connect(router.sessionUrl("mc-bystander"), SECRET);
   for (const c of ["east", "west", "north"]) await victim.upstreamStatus(c, pb.UpstreamState.UP);
   await bystander.upstreamStatus("b-east", pb.UpstreamState.UP);
 });

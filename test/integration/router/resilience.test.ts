@@ -5,8 +5,8 @@
 import { afterEach, describe, expect, it, vi } from "vitest";
 import * as pb from "../../../proto/gen/session_pb.js";
 import { encodeFrame } from "../../../proto/frame-codec.js";
-import { TestAgent } from "../../../data-plane/test-agent/src/test-agent.js";
-import { SessionClient } from "../../../data-plane/test-agent/src/test-client.js";
+import { ScriptedAgent } from "../../peers/scripted-agent.js";
+import { RawSessionClient } from "../../peers/raw-session-client.js";
 import { RouterProcess, type RouteSpec } from "./router-process.js";
 
 const F = pb.FrameFamily;
@@ -19,17 +19,17 @@ afterEach(async () => {
   for (const fn of cleanup.splice(0).reverse()) await fn();
 });
 
-async function startAgents(prefix = ""): Promise<Record<Cluster, TestAgent>> {
-  const agents = {} as Record<Cluster, TestAgent>;
+async function startAgents(prefix = ""): Promise<Record<Cluster, ScriptedAgent>> {
+  const agents = {} as Record<Cluster, ScriptedAgent>;
   for (const c of clusters) {
-    agents[c] = new TestAgent({ name: prefix + c, secret: "agent-" + c });
+    agents[c] = new ScriptedAgent({ name: prefix + c, secret: "agent-" + c });
     await agents[c].start();
     cleanup.push(() => agents[c].stop());
   }
   return agents;
 }
 
-function route(sessionId: string, agents: Record<Cluster, TestAgent>): RouteSpec {
+function route(sessionId: string, agents: Record<Cluster, ScriptedAgent>): RouteSpec {
   return {
     sessionId,
     secret: SECRET,
@@ -52,8 +52,8 @@ async function connect(
   router: RouterProcess,
   sessionId: string,
   names: readonly string[] = clusters,
-): Promise<SessionClient> {
-  const client = await SessionClient.connect(router.sessionUrl(sessionId), SECRET);
+): Promise<RawSessionClient> {
+  const client = await RawSessionClient.connect(router.sessionUrl(sessionId), SECRET);
   cleanup.push(() => client.close());
   for (const c of names) await client.upstreamStatus(c, pb.UpstreamState.UP);
   return client;
@@ -143,7 +143,7 @@ describe("routing table changes", () => {
     await vi.waitFor(() => expect([...agents.west.subscriptions.keys()]).toEqual([31]));
 
     // West's agent is replaced (e.g. restarted on another port): same cluster, new URL.
-    const replacement = new TestAgent({ name: "west-2", secret: "agent-west" });
+    const replacement = new ScriptedAgent({ name: "west-2", secret: "agent-west" });
     await replacement.start();
     cleanup.push(() => replacement.stop());
     const moved = route("mc-move", agents);

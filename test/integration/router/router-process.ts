@@ -1,17 +1,14 @@
 // Test harness: runs the real router process (data-plane/router/src/main.ts under tsx)
-// with a static routes file, and builds routes for test agents. The router's port comes
+// with a static routes file, and builds routes for scripted agents. The router's port comes
 // from its own "router listening" log line; reloading routes rewrites the file and
 // sends SIGHUP, the same path an operator would use.
-import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { dirname, join, resolve } from "node:path";
-import { createInterface } from "node:readline";
-import { fileURLToPath } from "node:url";
-import { hashSecret } from "../../../data-plane/router/src/client-auth.js";
+import { join } from "node:path";
+import { hashSecret } from "../../../proto/session-auth.js";
+import { launch, tsx, type LaunchedProcess, type LogLine } from "../../support/launch.js";
 
-const repo = resolve(dirname(fileURLToPath(import.meta.url)), "../../..");
-const routerMain = join(repo, "data-plane/router/src/main.ts");
+export type { LogLine };
 
 export interface UpstreamSpec {
   cluster: string;
@@ -45,23 +42,17 @@ export function routeJson(r: RouteSpec): Record<string, unknown> {
   };
 }
 
-export interface LogLine {
-  level: number;
-  msg: string;
-  [k: string]: unknown;
-}
-
 export class RouterProcess {
-  readonly logs: LogLine[] = [];
   port = 0;
-  private exited: Promise<number | null>;
 
   private constructor(
-    private readonly child: ChildProcess,
+    private readonly proc: LaunchedProcess<LogLine>,
     private readonly dir: string,
     private readonly routesFile: string,
+    /** True when started with --tls-cert: URLs use wss://. */
+    readonly tls: boolean,
   ) {
-    this.exited = new Promise((r) => child.once("exit", (code) => r(code)));
+    this.port = proc.ready.port as number;
   }
 
   /** `routes` null: no routes file (the table comes from --control-plane). */
@@ -73,58 +64,38 @@ export class RouterProcess {
     const dir = mkdtempSync(join(tmpdir(), "switchyard-router-"));
     const routesFile = join(dir, "routes.json");
     if (routes) writeFileSync(routesFile, JSON.stringify(routes.map(routeJson)));
-    const child = spawn(
-      process.execPath,
-      [
-        "--import",
-        "tsx",
-        routerMain,
-        "--listen",
-        "127.0.0.1:0",
-        ...(routes ? ["--routes-file", routesFile] : []),
-        "--log-level",
-        "debug",
-        ...extraArgs,
-      ],
-      { cwd: repo, stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, ...env } },
-    );
-    const rp = new RouterProcess(child, dir, routesFile);
-    let stderr = "";
-    child.stderr!.on("data", (b: Buffer) => (stderr += b.toString()));
-    const lines = createInterface({ input: child.stdout! });
-    const listening = new Promise<number>((resolvePort, reject) => {
-      lines.on("line", (line) => {
-        try {
-          const l = JSON.parse(line) as LogLine;
-          rp.logs.push(l);
-          if (l.msg === "router listening") resolvePort(l.port as number);
-        } catch {
-          // not a log line
-        }
-      });
-      child.once("exit", (code) => reject(new Error(`router exited (${code}) before listening: ${stderr}`)));
-    });
-    // Never leave an orphan router behind when it does not come up (e.g. a log level that hides the line).
-    const timer = setTimeout(() => child.kill("SIGKILL"), 30_000);
+    const args = [
+      "--listen",
+      "127.0.0.1:0",
+      ...(routes ? ["--routes-file", routesFile] : []),
+      "--log-level",
+      "debug",
+      ...extraArgs,
+    ];
     try {
-      rp.port = await listening;
+      // A log level that hides the line makes this time out (and kill the router), never hang.
+      const proc = await launch({
+        name: "router",
+        ...tsx("data-plane/router/src/main.ts", args),
+        env,
+        ready: (p) => p.logs.find((l) => l.msg === "router listening"),
+        readyTimeoutMs: 30_000,
+      });
+      return new RouterProcess(proc, dir, routesFile, extraArgs.includes("--tls-cert"));
     } catch (err) {
-      child.kill("SIGKILL");
       rmSync(dir, { recursive: true, force: true });
       throw err;
-    } finally {
-      clearTimeout(timer);
     }
-    rp.tls = extraArgs.includes("--tls-cert");
-    return rp;
+  }
+
+  /** JSON log lines the router printed, oldest first. */
+  get logs(): LogLine[] {
+    return this.proc.logs;
   }
 
   get base(): string {
     return `http://127.0.0.1:${this.port}`;
   }
-
-  /** True when started with --tls-cert: URLs use wss://. */
-  tls = false;
 
   sessionUrl(sessionId: string): string {
     return `${this.tls ? "wss" : "ws"}://127.0.0.1:${this.port}/v1/sessions/${sessionId}`;
@@ -136,18 +107,12 @@ export class RouterProcess {
       this.routesFile,
       typeof routes === "string" ? routes : JSON.stringify(routes.map(routeJson)),
     );
-    this.child.kill("SIGHUP");
+    this.proc.kill("SIGHUP");
   }
 
   /** Waits for a log line matching `pred` (already logged or future). */
-  async waitForLog(pred: (l: LogLine) => boolean, timeoutMs = 5000): Promise<LogLine> {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const found = this.logs.find(pred);
-      if (found) return found;
-      if (Date.now() > deadline) throw new Error("expected router log line did not appear");
-      await new Promise((r) => this.child.stdout!.once("data", r).once("end", r));
-    }
+  waitForLog(pred: (l: LogLine) => boolean, timeoutMs = 5000): Promise<LogLine> {
+    return this.proc.waitForLog(pred, timeoutMs, "an expected router log line");
   }
 
   async metrics(): Promise<string> {
@@ -169,14 +134,11 @@ export class RouterProcess {
   }
 
   get pid(): number {
-    return this.child.pid!;
+    return this.proc.pid;
   }
 
   async stop(): Promise<void> {
-    if (this.child.exitCode === null) this.child.kill("SIGTERM");
-    const timer = setTimeout(() => this.child.kill("SIGKILL"), 5000);
-    await this.exited;
-    clearTimeout(timer);
+    await this.proc.stop(5000);
     rmSync(this.dir, { recursive: true, force: true });
   }
 }

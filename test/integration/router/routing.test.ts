@@ -1,19 +1,19 @@
-// client ↔ real router process ↔ 3 test agents: authentication at upgrade, every
+// client ↔ real router process ↔ 3 scripted agents: authentication at upgrade, every
 // routing rule of DESIGN §5, merged replies, connection-id remapping with colliding
 // agent ids, bad frames, and the HTTP endpoints.
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import * as pb from "../../../proto/gen/session_pb.js";
 import { encodeFrame, encodeRaw, FLAG_ERROR } from "../../../proto/frame-codec.js";
-import { TestAgent } from "../../../data-plane/test-agent/src/test-agent.js";
-import { SessionClient, UpgradeRefusedError } from "../../../data-plane/test-agent/src/test-client.js";
-import type { ReceivedFrame } from "../../../data-plane/test-agent/src/frame-inbox.js";
+import { ScriptedAgent } from "../../peers/scripted-agent.js";
+import { RawSessionClient, UpgradeRefusedError } from "../../peers/raw-session-client.js";
+import type { ReceivedFrame } from "../../peers/frame-inbox.js";
 import { RouterProcess, type RouteSpec } from "./router-process.js";
 
 const F = pb.FrameFamily;
 const SECRET = "client-secret-0123456789";
 const clusters = ["east", "west", "north"] as const;
 
-let agents: Record<(typeof clusters)[number], TestAgent>;
+let agents: Record<(typeof clusters)[number], ScriptedAgent>;
 let router: RouterProcess;
 
 function routes(): RouteSpec[] {
@@ -32,8 +32,8 @@ function routes(): RouteSpec[] {
   ];
 }
 
-async function connect(): Promise<SessionClient> {
-  const client = await SessionClient.connect(router.sessionUrl("mc-0000000000000001"), SECRET);
+async function connect(): Promise<RawSessionClient> {
+  const client = await RawSessionClient.connect(router.sessionUrl("mc-0000000000000001"), SECRET);
   for (const c of clusters) await client.upstreamStatus(c, pb.UpstreamState.UP);
   return client;
 }
@@ -42,9 +42,9 @@ const isError = (f: ReceivedFrame) => f.family === F.CONTROL && f.kind === pb.Co
 
 beforeAll(async () => {
   agents = {
-    east: new TestAgent({ name: "east", secret: "agent-east" }),
-    west: new TestAgent({ name: "west", secret: "agent-west" }),
-    north: new TestAgent({ name: "north", secret: "agent-north" }),
+    east: new ScriptedAgent({ name: "east", secret: "agent-east" }),
+    west: new ScriptedAgent({ name: "west", secret: "agent-west" }),
+    north: new ScriptedAgent({ name: "north", secret: "agent-north" }),
   };
   for (const c of clusters) await agents[c].start();
   router = await RouterProcess.start(routes());
@@ -64,7 +64,7 @@ beforeEach(() => {
 
 describe("upgrade authentication", () => {
   it("refuses a missing secret with 401 before upgrading", async () => {
-    const err = await SessionClient.connect(router.sessionUrl("mc-0000000000000001"), SECRET, {
+    const err = await RawSessionClient.connect(router.sessionUrl("mc-0000000000000001"), SECRET, {
       authorization: null,
     }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(UpgradeRefusedError);
@@ -73,14 +73,14 @@ describe("upgrade authentication", () => {
   });
 
   it("refuses a wrong secret with 401", async () => {
-    const err = (await SessionClient.connect(router.sessionUrl("mc-0000000000000001"), "wrong").catch(
+    const err = (await RawSessionClient.connect(router.sessionUrl("mc-0000000000000001"), "wrong").catch(
       (e: unknown) => e,
     )) as UpgradeRefusedError;
     expect(err.status).toBe(401);
   });
 
   it("answers an unknown session with 404 and a code", async () => {
-    const err = (await SessionClient.connect(router.sessionUrl("mc-ffffffffffffffff"), SECRET).catch(
+    const err = (await RawSessionClient.connect(router.sessionUrl("mc-ffffffffffffffff"), SECRET).catch(
       (e: unknown) => e,
     )) as UpgradeRefusedError;
     expect(err.status).toBe(404);
@@ -88,7 +88,7 @@ describe("upgrade authentication", () => {
   });
 
   it("answers a session being created with 503 and Retry-After", async () => {
-    const err = (await SessionClient.connect(router.sessionUrl("mc-creating"), SECRET).catch(
+    const err = (await RawSessionClient.connect(router.sessionUrl("mc-creating"), SECRET).catch(
       (e: unknown) => e,
     )) as UpgradeRefusedError;
     expect(err.status).toBe(503);
@@ -97,7 +97,7 @@ describe("upgrade authentication", () => {
   });
 
   it("requires Hello first and negotiates the version", async () => {
-    const raw = await SessionClient.connect(router.sessionUrl("mc-0000000000000001"), SECRET, {
+    const raw = await RawSessionClient.connect(router.sessionUrl("mc-0000000000000001"), SECRET, {
       hello: false,
     });
     const reply = await raw.request({ family: F.ENV, kind: pb.EnvKind.GET }, pb.EnvGetSchema, {});
@@ -109,7 +109,7 @@ describe("upgrade authentication", () => {
     expect(ack.as(pb.HelloAckSchema).version).toBe(1);
     raw.close();
 
-    const future = await SessionClient.connect(router.sessionUrl("mc-0000000000000001"), SECRET, {
+    const future = await RawSessionClient.connect(router.sessionUrl("mc-0000000000000001"), SECRET, {
       hello: false,
     });
     const refused = await future.request({ family: F.CONTROL, kind: pb.ControlKind.HELLO }, pb.HelloSchema, {
@@ -122,7 +122,7 @@ describe("upgrade authentication", () => {
 });
 
 describe("routing (DESIGN §5)", () => {
-  let client: SessionClient;
+  let client: RawSessionClient;
   beforeAll(async () => {
     client = await connect();
   });

@@ -7,13 +7,13 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import * as pb from "../../../proto/gen/session_pb.js";
 import { createCertificateAuthority, type CertificateAuthority } from "../../env/index.js";
-import { TestAgent } from "../../../data-plane/test-agent/src/test-agent.js";
-import { SessionClient } from "../../../data-plane/test-agent/src/test-client.js";
+import { ScriptedAgent } from "../../peers/scripted-agent.js";
+import { RawSessionClient } from "../../peers/raw-session-client.js";
 import { RouterProcess } from "./router-process.js";
 
 let ca: CertificateAuthority;
 let dir: string;
-let agent: TestAgent;
+let agent: ScriptedAgent;
 let gateway: RouterProcess;
 let primary: RouterProcess;
 
@@ -28,7 +28,7 @@ beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), "switchyard-tls-"));
   writeFileSync(join(dir, "tls.crt"), leaf.certPem);
   writeFileSync(join(dir, "tls.key"), leaf.keyPem);
-  agent = new TestAgent({ name: "pod-a", secret: "agent" });
+  agent = new ScriptedAgent({ name: "pod-a", secret: "agent" });
   await agent.start();
   gateway = await RouterProcess.start(
     [
@@ -66,7 +66,7 @@ afterAll(async () => {
 
 describe("TLS", () => {
   it("reaches a wss:// gateway verified with the route's CA", async () => {
-    const client = await SessionClient.connect(primary.sessionUrl("mc-parent"), "client");
+    const client = await RawSessionClient.connect(primary.sessionUrl("mc-parent"), "client");
     await client.upstreamStatus("east", pb.UpstreamState.UP);
     const env = await client.request(
       { family: pb.FrameFamily.ENV, kind: pb.EnvKind.GET },
@@ -79,10 +79,10 @@ describe("TLS", () => {
 
   it("serves clients over wss:// and fails verification without the CA", async () => {
     expect(gateway.sessionUrl("mc-child")).toMatch(/^wss:/);
-    const ok = await SessionClient.connect(gateway.sessionUrl("mc-child"), "child", { ca: ca.certPem });
+    const ok = await RawSessionClient.connect(gateway.sessionUrl("mc-child"), "child", { ca: ca.certPem });
     expect((await ok.ping()).kind).toBe(pb.PingKind.PONG);
     ok.close();
-    await expect(SessionClient.connect(gateway.sessionUrl("mc-child"), "child")).rejects.toThrow(
+    await expect(RawSessionClient.connect(gateway.sessionUrl("mc-child"), "child")).rejects.toThrow(
       /certificate/i,
     );
   });

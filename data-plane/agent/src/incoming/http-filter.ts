@@ -2,6 +2,14 @@
 // reach the app. A filter is a small tree — header (name exact, case-insensitive; value
 // regex), path regex, method, all-of, any-of — compiled once when the subscription is
 // made, so a bad regex is refused at subscribe time, not at the first request.
+import { ErrorCode } from "../../../../proto/error-codes.js";
+import {
+  compileFilterRegex,
+  HTTP_FILTER_MAX_DEPTH as MAX_DEPTH,
+  HTTP_FILTER_MAX_REGEX_LENGTH as MAX_REGEX,
+  isHttpHeaderName,
+  isHttpMethod,
+} from "../../../../proto/http-filter.js";
 
 export type HttpFilter =
   | { header: { name: string; valueRegex: string } }
@@ -21,17 +29,14 @@ export interface RequestHead {
 export type CompiledFilter = (req: RequestHead) => boolean;
 
 export class HttpFilterError extends Error {
-  readonly code = "SWITCHYARD_HTTP_FILTER_INVALID";
+  readonly code = ErrorCode.HTTP_FILTER_INVALID;
 }
-
-const MAX_DEPTH = 8;
-const MAX_REGEX = 1024;
 
 function regex(source: string, what: string): RegExp {
   if (source.length > MAX_REGEX)
     throw new HttpFilterError(`${what}: regex longer than ${MAX_REGEX} characters`);
   try {
-    return new RegExp(source);
+    return compileFilterRegex(source);
   } catch (err) {
     throw new HttpFilterError(
       `${what}: invalid regular expression ${JSON.stringify(source)}: ${(err as Error).message}`,
@@ -43,7 +48,7 @@ export function compileHttpFilter(filter: HttpFilter, depth = 0, at = "http_filt
   if (depth > MAX_DEPTH) throw new HttpFilterError(`${at}: filters nest deeper than ${MAX_DEPTH} levels`);
   if ("header" in filter) {
     const name = filter.header.name.toLowerCase();
-    if (!/^[!#$%&'*+\-.^_`|~0-9a-z]+$/.test(name)) {
+    if (!isHttpHeaderName(name)) {
       throw new HttpFilterError(
         `${at}.header.name: ${JSON.stringify(filter.header.name)} is not an HTTP header name`,
       );
@@ -57,7 +62,7 @@ export function compileHttpFilter(filter: HttpFilter, depth = 0, at = "http_filt
   }
   if ("method" in filter) {
     const m = filter.method.toUpperCase();
-    if (!/^[A-Z]+$/.test(m))
+    if (!isHttpMethod(m))
       throw new HttpFilterError(`${at}.method: ${JSON.stringify(filter.method)} is not an HTTP method`);
     return (req) => req.method.toUpperCase() === m;
   }

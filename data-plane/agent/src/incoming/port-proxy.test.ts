@@ -2,6 +2,7 @@ import { createServer, request, Agent, type Server, type IncomingHttpHeaders } f
 import { connect } from "node:net";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { WebSocket, WebSocketServer } from "ws";
+import { eventually, type PollOptions } from "../../../../test/support/poll.js";
 import { PortSubscriptions } from "./port-subscriptions.js";
 import {
   PortProxy,
@@ -12,6 +13,8 @@ import {
   type StolenHttpResponse,
   type TrafficSession,
 } from "./port-proxy.js";
+
+const POLL: PollOptions = { timeoutMs: 3000, intervalMs: 10 };
 
 /** A session that records what reaches it and answers stolen requests itself. */
 class RecordingSession implements TrafficSession {
@@ -153,7 +156,7 @@ describe("PortProxy", () => {
     const r = await send("/orders", { method: "POST", body: "hello" });
     expect(r.headers["x-served-by"]).toBe("app");
     expect(r.body).toBe("app got POST /orders body=hello");
-    await until(() => m.mirrored().includes("hello"));
+    await eventually("the mirrored copy", () => m.mirrored().includes("hello"), POLL);
     expect(m.mirrored()).toMatch(/^POST \/orders HTTP\/1\.1\r\n/);
     expect(m.connections[0]!.info.mode).toBe("mirror");
   });
@@ -164,7 +167,7 @@ describe("PortProxy", () => {
     subs.subscribe("slow", 8080, "mirror");
     const r = await send("/x", { method: "POST", body: "y".repeat(1000) });
     expect(r.body).toContain("app got POST /x");
-    await until(() => proxy.metrics.mirrorDroppedBytes > 0);
+    await eventually("dropped mirror bytes", () => proxy.metrics.mirrorDroppedBytes > 0, POLL);
   });
 
   it("steals a whole connection without a filter", async () => {
@@ -236,7 +239,7 @@ describe("PortProxy", () => {
     sock.write(
       "GET /chat HTTP/1.1\r\nHost: x\r\nX-User: alice\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n",
     );
-    await until(() => s.mirrored().includes("Upgrade: websocket"));
+    await eventually("the stolen upgrade request", () => s.mirrored().includes("Upgrade: websocket"), POLL);
     expect(s.connections[0]!.info.mode).toBe("steal");
     sock.destroy();
   });
@@ -271,11 +274,3 @@ describe("PortProxy", () => {
     app.listen(0); // let afterEach close something
   });
 });
-
-async function until(cond: () => boolean, timeoutMs = 3000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!cond()) {
-    if (Date.now() > deadline) throw new Error("condition not met in time");
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}

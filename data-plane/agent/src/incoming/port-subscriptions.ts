@@ -11,6 +11,7 @@
 // re-subscribes (live again, in its old place) or the hold is dropped (traffic goes on to
 // the app). This keeps a router failover from handing the session's traffic to the app.
 // A held steal gives way to a live session's conflicting steal.
+import { ErrorCode } from "../../../../proto/error-codes.js";
 import { compileHttpFilter, type CompiledFilter, type HttpFilter } from "./http-filter.js";
 
 export type SubscriptionMode = "mirror" | "steal";
@@ -29,7 +30,7 @@ export interface Subscription {
 }
 
 export class SubscriptionConflictError extends Error {
-  readonly code = "SWITCHYARD_SUBSCRIPTION_CONFLICT";
+  readonly code = ErrorCode.SUBSCRIPTION_CONFLICT;
 }
 
 export class PortSubscriptions {

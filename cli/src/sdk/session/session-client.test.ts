@@ -1,0 +1,340 @@
+// SessionClient against an in-process fake router (a real WebSocket server on port 0):
+// frames sent right behind the HelloAck are not lost, upgrade refusals map to codes (401
+// fatal, 404 retried only just after creation), filtered-steal connections turn into
+// HTTP requests or raw connections, remote errors and silence reject requests, outgoing
+// TCP streams open (or are dropped when refused), a lost router is replaced by the next
+// one with subscriptions restored, and a router that never returns ends in one `lost`
+// event.
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { afterEach, describe, expect, it } from "vitest";
+import { WebSocketServer, type WebSocket } from "ws";
+import * as pb from "../../../../proto/gen/session_pb.js";
+import { decodeFrame, encodeFrame, type DecodedFrame } from "../../../../proto/frame-codec.js";
+import type { CliError } from "../cli-errors.js";
+import type { IncomingConnection, IncomingHttpRequest } from "./incoming-traffic.js";
+import { SessionClient, type UpstreamEvent } from "./session-client.js";
+
+const F = pb.FrameFamily;
+
+class FakeRouter {
+  /** Upgrade answer: 0 accepts, else the HTTP status to refuse with. */
+  refuse = 0;
+  /** Called after each refused upgrade. */
+  onRefused: (() => void) | undefined;
+  readonly frames: DecodedFrame[] = [];
+  socket: WebSocket | undefined;
+  onFrame: ((f: DecodedFrame, ws: WebSocket) => void) | undefined;
+  private server!: Server;
+  private readonly wss = new WebSocketServer({ noServer: true });
+
+  async start(): Promise<string> {
+    this.server = createServer();
+    this.server.on("upgrade", (req, socket, head) => {
+      if (this.refuse) {
+        socket.end(
+          `HTTP/1.1 ${this.refuse} Refused\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n` +
+            JSON.stringify({ code: "SWITCHYARD_TEST", message: "refused by fake" }),
+        );
+        this.onRefused?.();
+        return;
+      }
+      this.wss.handleUpgrade(req, socket, head, (ws) => {
+        this.socket = ws;
+        ws.on("message", (data: Buffer) => {
+          const f = decodeFrame(data);
+          this.frames.push(f);
+          if (f.header.family === F.CONTROL && f.header.kind === pb.ControlKind.HELLO) {
+            ws.send(
+              encodeFrame(
+                { family: F.CONTROL, kind: pb.ControlKind.HELLO_ACK, requestId: f.header.requestId },
+                pb.HelloAckSchema,
+                { version: 1, peer: "fake-router" },
+              ),
+            );
+            // In the same tick as the ack, as the real router does.
+            ws.send(
+              encodeFrame(
+                { family: F.CONTROL, kind: pb.ControlKind.UPSTREAM_STATUS },
+                pb.UpstreamStatusSchema,
+                {
+                  cluster: "east",
+                  state: pb.UpstreamState.UP,
+                  isDefault: true,
+                },
+              ),
+            );
+            return;
+          }
+          this.onFrame?.(f, ws);
+        });
+      });
+    });
+    await new Promise<void>((r) => this.server.listen(0, "127.0.0.1", () => r()));
+    return `ws://127.0.0.1:${(this.server.address() as AddressInfo).port}/v1/sessions/mc-0000000000000001`;
+  }
+
+  async stop(): Promise<void> {
+    for (const c of this.wss.clients) c.terminate();
+    this.server.closeAllConnections();
+    await new Promise<void>((r) => this.server.close(() => r()));
+  }
+}
+
+const cleanup: Array<() => unknown> = [];
+afterEach(async () => {
+  for (const fn of cleanup.splice(0).reverse()) await fn();
+});
+
+async function fake(): Promise<{ router: FakeRouter; url: string }> {
+  const router = new FakeRouter();
+  const url = await router.start();
+  cleanup.push(() => router.stop());
+  return { router, url };
+}
+
+function client(urls: string[], extra: Partial<ConstructorParameters<typeof SessionClient>[0]> = {}) {
+  const c = new SessionClient({
+    sessionId: "mc-0000000000000001",
+    secret: "s3cret",
+    urls,
+    pingIntervalMs: 0,
+    backoff: { initialMs: 10, maxMs: 20, maxAttempts: 3 },
+    ...extra,
+  });
+  cleanup.push(() => c.close());
+  return c;
+}
+
+describe("SessionClient", () => {
+  it("validates its options", () => {
+    expect(() => new SessionClient({ sessionId: "x", secret: "s", urls: [] })).toThrow(/urls/);
+    expect(() => new SessionClient({ sessionId: "x", secret: "s", urls: ["http://r"] })).toThrow(/ws:\/\//);
+    expect(() => new SessionClient({ sessionId: "x", secret: "", urls: ["ws://r"] })).toThrow(/secret/);
+  });
+
+  it("keeps frames that arrive in the same tick as the HelloAck", async () => {
+    const { url } = await fake();
+    const c = client([url]);
+    const seen: UpstreamEvent[] = [];
+    c.on("upstream", (u) => seen.push(u));
+    await c.connect();
+    await new Promise((r) => setImmediate(r));
+    expect(seen).toEqual([
+      { cluster: "east", up: true, isDefault: true, error: "", retryInMs: 0, connectionsClosed: 0 },
+    ]);
+    expect(c.upstreams.get("east")?.up).toBe(true);
+  });
+
+  it("speaks with all-zero masks when asked (the wss:// default) and the router decodes the frames", async () => {
+    const { router, url } = await fake();
+    const c = client([url], { zeroMask: true });
+    await c.connect();
+    const got = new Promise<DecodedFrame>((resolve) => (router.onFrame = (f) => resolve(f)));
+    c.setLogLevel("debug");
+    const f = await got;
+    expect(f.header).toMatchObject({ family: F.CONTROL, kind: pb.ControlKind.LOG_LEVEL });
+    expect((f.message as pb.LogLevel).level).toBe("debug");
+  });
+
+  it("fails at once on 401 and names the cause", async () => {
+    const { router, url } = await fake();
+    router.refuse = 401;
+    await expect(client([url]).connect()).rejects.toMatchObject({
+      code: "SWITCHYARD_CLI_SESSION_UNAUTHORIZED",
+    });
+  });
+
+  it("retries a 404 just after creation, but not once the grace period is over", async () => {
+    const { router, url } = await fake();
+    router.refuse = 404;
+    const c = client([url], { notFoundGraceMs: 5000 });
+    // The first attempt is refused, then the route "arrives".
+    router.onRefused = () => {
+      router.refuse = 0;
+      router.onRefused = undefined;
+    };
+    const connecting = c.connect();
+    await connecting;
+    expect(c.state).toBe("open");
+
+    const late = client([url], { notFoundGraceMs: 0 });
+    router.refuse = 404;
+    await expect(late.connect()).rejects.toMatchObject({ code: "SWITCHYARD_CLI_SESSION_NOT_FOUND" });
+  });
+
+  it("rejects a request answered with a ProtocolError, and one never answered", async () => {
+    const { router, url } = await fake();
+    router.onFrame = (f, ws) => {
+      if (f.header.family === F.DNS)
+        ws.send(
+          encodeFrame(
+            { family: F.CONTROL, kind: pb.ControlKind.ERROR, requestId: f.header.requestId },
+            pb.ProtocolErrorSchema,
+            { code: "SWITCHYARD_NO_DEFAULT_UPSTREAM", message: "no default", cluster: "east" },
+          ),
+        );
+    };
+    const c = client([url], { requestTimeoutMs: 200 });
+    await c.connect();
+    await expect(c.lookup("db")).rejects.toMatchObject({
+      code: "SWITCHYARD_CLI_REMOTE_ERROR",
+      remoteCode: "SWITCHYARD_NO_DEFAULT_UPSTREAM",
+      cluster: "east",
+    });
+    await expect(c.env()).rejects.toMatchObject({ code: "SWITCHYARD_CLI_REQUEST_TIMEOUT" });
+  });
+
+  it("turns filtered-steal connections into HTTP requests, or raw connections when bytes come", async () => {
+    const { router, url } = await fake();
+    router.onFrame = (f, ws) => {
+      if (f.header.family === F.SUBSCRIPTION)
+        ws.send(
+          encodeFrame(
+            { family: F.SUBSCRIPTION, kind: pb.SubscriptionKind.RESULT, requestId: f.header.requestId },
+            pb.SubscriptionResultSchema,
+            { ok: true },
+          ),
+        );
+    };
+    const c = client([url]);
+    await c.connect();
+    const sub = await c.subscribe(8080, "steal", { path: "^/api" });
+    const gotRequest = new Promise<IncomingHttpRequest>((r) => c.once("httpRequest", r));
+    const gotConnection = new Promise<IncomingConnection>((r) => c.once("connection", r));
+    const ws = router.socket!;
+    const announce = (id: number) =>
+      ws.send(
+        encodeFrame(
+          { family: F.TRAFFIC, kind: pb.TrafficKind.NEW_CONNECTION, connectionId: id },
+          pb.NewConnectionSchema,
+          { subscriptionId: sub.id, port: 8080, remoteAddress: "10.0.0.5", mode: pb.TrafficMode.STEAL },
+        ),
+      );
+    announce(7);
+    ws.send(
+      encodeFrame(
+        { family: F.TRAFFIC, kind: pb.TrafficKind.HTTP_REQUEST, connectionId: 7, requestId: 7 },
+        pb.HttpRequestSchema,
+        { method: "GET", path: "/api/x", headers: [{ name: "X-User", value: "alice" }] },
+      ),
+    );
+    announce(8);
+    ws.send(
+      encodeFrame({ family: F.TRAFFIC, kind: pb.TrafficKind.DATA, connectionId: 8 }, pb.StreamDataSchema, {
+        data: Buffer.from("GET /ws HTTP/1.1\r\nUpgrade: websocket\r\n\r\n"),
+      }),
+    );
+    const answered = new Promise<DecodedFrame>((resolve) => {
+      router.onFrame = (f) => f.header.family === F.TRAFFIC && resolve(f);
+    });
+    const req = await gotRequest;
+    const conn = await gotConnection;
+    expect(req.connectionId).toBe(7);
+    expect(req.info?.remoteAddress).toBe("10.0.0.5");
+    expect(req.header("x-user")).toBe("alice");
+    expect(conn.info.id).toBe(8);
+    const first = await new Promise<Buffer>((r) => conn.once("data", r));
+    expect(first.toString()).toContain("Upgrade: websocket");
+    req.respond({ status: 201, body: Buffer.from("ok") });
+    const res = await answered;
+    expect(res.header).toMatchObject({ kind: pb.TrafficKind.HTTP_RESPONSE, connectionId: 7, requestId: 7 });
+    expect((res.message as pb.HttpResponse).status).toBe(201);
+  });
+
+  it("reconnects through the next router and re-subscribes under the same id", async () => {
+    const acceptSubscriptions = (router: FakeRouter) =>
+      (router.onFrame = (f, ws) => {
+        if (f.header.family === F.SUBSCRIPTION)
+          ws.send(
+            encodeFrame(
+              { family: F.SUBSCRIPTION, kind: pb.SubscriptionKind.RESULT, requestId: f.header.requestId },
+              pb.SubscriptionResultSchema,
+              { ok: true },
+            ),
+          );
+      });
+    const first = await fake();
+    const second = await fake();
+    acceptSubscriptions(first.router);
+    acceptSubscriptions(second.router);
+    const c = client([first.url, second.url]);
+    await c.connect();
+    const sub = await c.subscribe(8080, "mirror");
+    const reconnected = new Promise<{ url: string; resubscribed: number; refused: string[] }>((r) =>
+      c.once("reconnected", r),
+    );
+    await first.router.stop();
+    expect(await reconnected).toEqual({
+      url: second.url,
+      resubscribed: 1,
+      refused: [],
+    });
+    expect(c.state).toBe("open");
+    const again = second.router.frames.find((f) => f.header.family === F.SUBSCRIPTION);
+    expect(again?.header).toMatchObject({ kind: pb.SubscriptionKind.MIRROR, connectionId: sub.id });
+  });
+
+  it("opens outgoing TCP streams, and drops one the agent refuses", async () => {
+    const { router, url } = await fake();
+    router.onFrame = (f, ws) => {
+      if (f.header.family !== F.OUTGOING_TCP) return;
+      if (f.header.kind === pb.OutgoingKind.CONNECT) {
+        const refuse = (f.message as pb.TcpConnect).port === 1;
+        ws.send(
+          encodeFrame(
+            {
+              family: F.OUTGOING_TCP,
+              kind: pb.OutgoingKind.CONNECT_RESULT,
+              requestId: f.header.requestId,
+              connectionId: f.header.connectionId,
+            },
+            pb.ConnectResultSchema,
+            { error: refuse ? "connection refused" : "" },
+          ),
+        );
+      } else if (f.header.kind === pb.OutgoingKind.DATA)
+        ws.send(
+          encodeFrame(
+            { family: F.OUTGOING_TCP, kind: pb.OutgoingKind.DATA, connectionId: f.header.connectionId },
+            pb.StreamDataSchema,
+            { data: Buffer.concat([Buffer.from("echo "), (f.message as pb.StreamData).data]) },
+          ),
+        );
+    };
+    const c = client([url]);
+    await c.connect();
+    await expect(c.connectTcp("db", 1)).rejects.toMatchObject({
+      code: "SWITCHYARD_CLI_REMOTE_ERROR",
+      remoteCode: "SWITCHYARD_CONNECT_FAILED",
+    });
+    const s = await c.connectTcp("db", 5432);
+    s.on("error", () => {}); // closing the client fails the stream
+    const echoed = new Promise<Buffer>((r) => s.once("data", r));
+    s.write("hi");
+    expect((await echoed).toString()).toBe("echo hi");
+    expect(s.id).toBeGreaterThan(0);
+  });
+
+  it("emits lost once when no router comes back", async () => {
+    const { router, url } = await fake();
+    const c = client([url]);
+    await c.connect();
+    const lost: CliError[] = [];
+    const reconnecting: number[] = [];
+    c.on("reconnecting", (r) => reconnecting.push(r.attempt));
+    const gone = new Promise<void>((resolve) =>
+      c.on("lost", (e) => {
+        lost.push(e);
+        resolve();
+      }),
+    );
+    await router.stop();
+    await gone;
+    expect(reconnecting).toEqual([1, 2, 3]);
+    expect(lost).toHaveLength(1);
+    expect(lost[0]!.code).toBe("SWITCHYARD_CLI_SESSION_LOST");
+    expect(lost[0]!.message).toMatch(/after 3 attempts/);
+    expect(c.state).toBe("lost");
+  });
+});

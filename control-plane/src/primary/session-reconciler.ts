@@ -1,0 +1,331 @@
+// The Primary's MultiClusterSession reconciler (DESIGN §4). Given a parent's key it reads
+// the parent, its Secret and every child from the API servers, and moves one step:
+// finalizer → session clock (heartbeat/TTL) → allow-list → per-child secrets → record
+// the intended children in status (before creating any, so cleanup can always find
+// them) → create, renew and mirror the children → phase and conditions → the routing
+// table. Deletion runs the finalizer (session-finalizer.ts). The parts live beside it:
+// the clock decides (session-clock.ts), the children are driven on the workload
+// clusters (child-sessions.ts); this module only composes them. Nothing is kept in
+// memory between calls except caches and the heartbeat tracker, so any leader finishes
+// the work.
+import type { KubeConfig } from "@kubernetes/client-node";
+import type { Logger } from "pino";
+import { pino } from "pino";
+import { OptionError, positive } from "../../../lib/option-error.js";
+import {
+  CHILDREN_FINALIZER,
+  multiClusterSessionClient,
+  setConditions,
+  type ChildSessionStatus,
+  type ClusterSession,
+  type MultiClusterSession,
+} from "../../../proto/api/v1alpha1/index.js";
+import type { RouteSnapshotCache } from "../route-discovery/index.js";
+import {
+  TransientReconcileError,
+  withContext,
+  type ObjectKey,
+  type ReconcileResult,
+  type Reconciler,
+} from "../runtime/index.js";
+import { childName, desiredChild } from "./child-session-plan.js";
+import { ChildSecretStore } from "./child-secrets.js";
+import { ChildSessions } from "./child-sessions.js";
+import type { HeartbeatTracker } from "./heartbeat-tracker.js";
+import { writeParentStatus, type ParentClient } from "./parent-status-writer.js";
+import {
+  SessionAllowList,
+  type AllowListVerdict,
+  type SessionAllowListOptions,
+} from "./session-allow-list.js";
+import { sessionClock, type ActiveClock, type SessionClockIntervals } from "./session-clock.js";
+import { SessionFinalizer } from "./session-finalizer.js";
+import { SessionMetrics } from "./session-metrics.js";
+import { buildSessionRoute } from "./session-route.js";
+import { computeStatus, type ObservedCluster } from "./session-status.js";
+import type { WorkloadClusters, WorkloadClusterTopology } from "./workload-clusters.js";
+
+export interface SessionReconcilerOptions {
+  /** The control plane's own KubeConfig for the Primary (parents, Secrets). */
+  primaryKubeConfig: KubeConfig;
+  /** Workload clusters and their clients (see workload-clusters.ts). */
+  clusters: WorkloadClusters;
+  /** Live clients as reported by routers. */
+  heartbeat: HeartbeatTracker;
+  /** Where Ready sessions' tables go; omitted = no routing (tests of the lifecycle only). */
+  routes?: RouteSnapshotCache;
+  /** Install-time allow-list (default: every namespace and target kind). */
+  allowList?: SessionAllowListOptions;
+  /** How often connectedTimestamp is refreshed while a client is live, ms (default 10 000). */
+  heartbeatIntervalMs?: number;
+  /**
+   * How often each child's status.renewedAt is renewed, ms. Default: a third of the session's
+   * TTL (the child's TTL is the parent's), at least 1 000 — three chances per TTL without a
+   * write per child every few seconds.
+   */
+  childRenewIntervalMs?: number;
+  /**
+   * Reads a child from a watch cache: the object, null when the cache has synced and it is
+   * absent, undefined when the cache cannot answer (not synced; the reconciler GETs instead).
+   */
+  cachedChild?: (cluster: string, namespace: string, name: string) => ClusterSession | null | undefined;
+  /** Deadline of each request to a workload cluster, ms (default 10 000). */
+  requestTimeoutMs?: number;
+  /** PEM CA routers use to verify wss:// gateways (put into every upstream). */
+  gatewayCaPem?: string;
+  logger?: Logger;
+  /** Session metrics (default: a new one on its own Registry). */
+  metrics?: SessionMetrics;
+  /** Milliseconds since the epoch (tests only). */
+  now?: () => number;
+}
+
+export class SessionReconciler implements Reconciler {
+  readonly metrics: SessionMetrics;
+  private readonly parents: ParentClient;
+  private readonly secrets: ChildSecretStore;
+  private readonly children: ChildSessions;
+  private readonly finalizer: SessionFinalizer;
+  private readonly allow: SessionAllowList;
+  private readonly intervals: SessionClockIntervals;
+  private readonly log: Logger;
+  private readonly now: () => number;
+
+  constructor(private readonly options: SessionReconcilerOptions) {
+    if (!options.primaryKubeConfig) throw new OptionError("primaryKubeConfig", "is required");
+    if (!options.clusters) throw new OptionError("clusters", "is required (registryWorkloadClusters(...))");
+    if (!options.heartbeat) throw new OptionError("heartbeat", "is required (a HeartbeatTracker)");
+    this.allow = new SessionAllowList(options.allowList);
+    this.intervals = {
+      heartbeatIntervalMs: positive("heartbeatIntervalMs", options.heartbeatIntervalMs, 10_000),
+      ...(options.childRenewIntervalMs === undefined
+        ? {}
+        : { childRenewIntervalMs: positive("childRenewIntervalMs", options.childRenewIntervalMs, 0) }),
+    };
+    this.parents = multiClusterSessionClient(options.primaryKubeConfig);
+    this.secrets = new ChildSecretStore(options.primaryKubeConfig);
+    this.log = (options.logger ?? pino({ level: "silent" })).child({ component: "session-reconciler" });
+    this.now = options.now ?? Date.now;
+    this.metrics = options.metrics ?? new SessionMetrics();
+    this.children = new ChildSessions({
+      clusters: options.clusters,
+      ...(options.cachedChild ? { cachedChild: options.cachedChild } : {}),
+      requestTimeoutMs: positive("requestTimeoutMs", options.requestTimeoutMs, 10_000),
+      metrics: this.metrics,
+      log: this.log,
+    });
+    this.finalizer = new SessionFinalizer({
+      parents: this.parents,
+      children: this.children,
+      secrets: this.secrets,
+      clusters: options.clusters,
+      routes: options.routes,
+      log: this.log,
+      now: this.now,
+    });
+  }
+
+  async reconcile(key: ObjectKey, _signal: AbortSignal): Promise<ReconcileResult> {
+    const namespace = key.namespace!;
+    const name = key.name;
+    const parent = await this.parents.get({ namespace, name });
+    if (!parent) {
+      this.options.routes?.remove(name);
+      return;
+    }
+    if (parent.metadata.deletionTimestamp) return this.finalizer.finalize(parent);
+    await this.ensureFinalizer(parent);
+
+    // The clock first: an expired session is deleted whatever else is wrong with it.
+    const now = this.now();
+    const clock = sessionClock(parent, now, this.options.heartbeat.isLive(name), this.intervals);
+    if (clock.expired) return this.expire(parent, clock.ttlMs);
+    const verdict = this.allow.check(namespace, parent.spec.target);
+    if (!verdict.allowed) return this.refuse(parent, verdict, clock, now);
+
+    const topology = this.options.clusters.topology();
+    if (!topology) throw new TransientReconcileError("the cluster configuration is not loaded yet");
+    const secrets = await this.secrets.forParent(
+      parent,
+      topology.clusters.map((c) => c.name),
+    );
+    const recorded = parent.status?.children ?? {};
+    await this.recordIntent(parent, topology, now);
+
+    const { observed, removed } = await this.driveChildren(parent, topology, secrets, recorded, now, clock);
+    const written = await this.writeObserved(parent, observed, removed, clock, now);
+    this.publish(written, secrets);
+
+    const unreachable = observed.flatMap((o) =>
+      o.observation.state === "absent" && o.observation.error
+        ? [`cluster ${o.name}: ${o.observation.error}`]
+        : [],
+    );
+    if (unreachable.length > 0)
+      throw new TransientReconcileError(`session ${namespace}/${name}: ${unreachable.join("; ")}`);
+    return { requeueAfterMs: clock.requeueAfterMs };
+  }
+
+  /** Creates, renews and mirrors every configured child; deletes those of clusters no longer configured. */
+  private async driveChildren(
+    parent: MultiClusterSession,
+    topology: WorkloadClusterTopology,
+    secrets: Record<string, string>,
+    recorded: Record<string, ChildSessionStatus>,
+    now: number,
+    clock: ActiveClock,
+  ): Promise<{ observed: ObservedCluster[]; removed: Record<string, null> }> {
+    const owner = { parentName: parent.metadata.name!, primaryClusterId: topology.primaryClusterId };
+    const observed = await Promise.all(
+      topology.clusters.map(async (c): Promise<ObservedCluster> => {
+        const child = desiredChild(parent, c, topology.primaryClusterId, secrets[c.name]!);
+        const observation = await this.children.ensure(c.name, child, owner, now, clock.childRenewMs);
+        return { name: c.name, isDefault: c.isDefault, childName: child.metadata.name!, observation };
+      }),
+    );
+    // Dropped from status once gone (or unreachable for good: see ChildSessions.delete).
+    const removed: Record<string, null> = {};
+    for (const [cluster, entry] of Object.entries(recorded)) {
+      if (topology.clusters.some((c) => c.name === cluster)) continue;
+      const gone = await this.children
+        .delete(cluster, parent.metadata.namespace!, entry.name, owner)
+        .catch(() => false);
+      if (gone) removed[cluster] = null;
+    }
+    return { observed, removed };
+  }
+
+  /** Only Ready parents are routed; anything else is taken out of the routers' table. */
+  private publish(parent: MultiClusterSession, secrets: Record<string, string>): void {
+    const route = buildSessionRoute(
+      parent,
+      secrets,
+      this.options.gatewayCaPem ? { gatewayCaPem: this.options.gatewayCaPem } : {},
+    );
+    if (route) this.options.routes?.upsert(route);
+    else this.options.routes?.remove(parent.metadata.name!);
+  }
+
+  private async ensureFinalizer(parent: MultiClusterSession): Promise<void> {
+    const finalizers = parent.metadata.finalizers ?? [];
+    if (finalizers.includes(CHILDREN_FINALIZER)) return;
+    const ref = { namespace: parent.metadata.namespace!, name: parent.metadata.name! };
+    try {
+      const updated = await this.parents.patch(
+        ref,
+        { metadata: { finalizers: [...finalizers, CHILDREN_FINALIZER] } },
+        { resourceVersion: parent.metadata.resourceVersion! },
+      );
+      parent.metadata = updated.metadata;
+    } catch (err) {
+      throw withContext(`failed to add the finalizer to session ${ref.namespace}/${ref.name}`, err);
+    }
+  }
+
+  /** No heartbeat within the TTL: the parent is deleted (its finalizer then cleans up). */
+  private async expire(parent: MultiClusterSession, ttlMs: number): Promise<void> {
+    const ref = { namespace: parent.metadata.namespace!, name: parent.metadata.name! };
+    this.log.info(
+      { session: ref.name, namespace: ref.namespace, ttlSeconds: ttlMs / 1000 },
+      "no heartbeat within the TTL; deleting the session",
+    );
+    await this.parents.delete(ref);
+    this.metrics.counts.expirations++;
+    this.options.routes?.remove(ref.name);
+  }
+
+  /** Refused by the allow-list: Failed, not routed, and left to expire by its TTL. */
+  private async refuse(
+    parent: MultiClusterSession,
+    verdict: Extract<AllowListVerdict, { allowed: false }>,
+    clock: ActiveClock,
+    now: number,
+  ): Promise<ReconcileResult> {
+    await writeParentStatus(this.parents, parent, {
+      phase: "Failed",
+      ...(clock.heartbeat ? { connectedTimestamp: clock.heartbeat } : {}),
+      conditions: setConditions(
+        parent.status?.conditions,
+        [
+          { type: "Valid", status: "False", reason: verdict.reason, message: verdict.message },
+          { type: "Ready", status: "False", reason: verdict.reason, message: verdict.message },
+        ],
+        new Date(now),
+        parent.metadata.generation,
+      ).conditions,
+    });
+    this.options.routes?.remove(parent.metadata.name!);
+    return { requeueAfterMs: clock.untilExpiryMs };
+  }
+
+  /** Intent before action: every child about to exist is listed in status first. */
+  private async recordIntent(
+    parent: MultiClusterSession,
+    topology: WorkloadClusterTopology,
+    now: number,
+  ): Promise<void> {
+    const recorded = parent.status?.children ?? {};
+    if (topology.clusters.every((c) => recorded[c.name])) return;
+    const children: Record<string, ChildSessionStatus> = { ...recorded };
+    for (const c of topology.clusters)
+      children[c.name] ??= {
+        name: childName(parent.metadata.name!, c.name),
+        ready: false,
+        ...(c.isDefault ? { defaultCluster: true } : {}),
+      };
+    const phase = parent.status?.phase;
+    await writeParentStatus(this.parents, parent, {
+      phase: phase === undefined || phase === "Initializing" ? "Initializing" : phase,
+      children,
+      conditions: setConditions(
+        parent.status?.conditions,
+        [
+          {
+            type: "Ready",
+            status: "False",
+            reason: "CreatingChildren",
+            message: `creating child sessions on ${topology.clusters.map((c) => c.name).join(", ")}`,
+          },
+        ],
+        new Date(now),
+        parent.metadata.generation,
+      ).conditions,
+    });
+  }
+
+  /** Phase, children and conditions from what was observed, plus the heartbeat when due. */
+  private async writeObserved(
+    parent: MultiClusterSession,
+    observed: ObservedCluster[],
+    removed: Record<string, null>,
+    clock: ActiveClock,
+    now: number,
+  ): Promise<MultiClusterSession> {
+    const computed = computeStatus(observed, parent.spec.failurePolicy ?? "AllOrNothing");
+    const before = parent.status?.phase;
+    const written = await writeParentStatus(this.parents, parent, {
+      phase: computed.phase,
+      children: { ...computed.children, ...removed } as Record<string, ChildSessionStatus>,
+      ...(clock.heartbeat ? { connectedTimestamp: clock.heartbeat } : {}),
+      conditions: setConditions(
+        parent.status?.conditions,
+        computed.conditions,
+        new Date(now),
+        parent.metadata.generation,
+      ).conditions,
+      observedGeneration: parent.metadata.generation ?? 0,
+    });
+    if (clock.heartbeat) this.metrics.counts.heartbeatWrites++;
+    if (computed.phase !== before)
+      this.log.info(
+        {
+          session: parent.metadata.name,
+          namespace: parent.metadata.namespace,
+          phase: computed.phase,
+          failed: computed.failed,
+        },
+        "session phase changed",
+      );
+    return written;
+  }
+}

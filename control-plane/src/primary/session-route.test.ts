@@ -1,0 +1,57 @@
+import { describe, expect, it } from "vitest";
+import { SessionState } from "../../../proto/gen/route_discovery_pb.js";
+import type { MultiClusterSession } from "../../../proto/api/v1alpha1/index.js";
+import { validateSessionRoute } from "../route-discovery/index.js";
+import { ChildSecretMissingError } from "./session-errors.js";
+import { buildSessionRoute } from "./session-route.js";
+
+function parent(phase: "Ready" | "Pending"): MultiClusterSession {
+  return {
+    apiVersion: "switchyard.dev/v1alpha1",
+    kind: "MultiClusterSession",
+    metadata: { name: "mc-0123456789abcdef", namespace: "shop" },
+    spec: { target: "deployment/web", clientKeyHash: "c".repeat(64) },
+    status: {
+      phase,
+      children: {
+        west: { name: "mc-0123456789abcdef-west", ready: true, gateway: "wss://west.gw:8443" },
+        east: {
+          name: "mc-0123456789abcdef-east",
+          ready: true,
+          gateway: "wss://east.gw:8443",
+          defaultCluster: true,
+        },
+        north: { name: "mc-0123456789abcdef-north", ready: false, error: "TargetNotFound: x" },
+      },
+    },
+  } as MultiClusterSession;
+}
+
+describe("buildSessionRoute", () => {
+  it("routes a Ready session to each ready child's gateway with that child's secret, Default marked", () => {
+    const route = buildSessionRoute(
+      parent("Ready"),
+      { east: "se", west: "sw", north: "sn" },
+      { gatewayCaPem: undefined },
+    )!;
+    validateSessionRoute(route);
+    expect(route.sessionId).toBe("mc-0123456789abcdef");
+    expect(route.clientKeyHash).toBe("c".repeat(64));
+    expect(route.state).toBe(SessionState.READY);
+    expect(route.upstreams.map((u) => [u.cluster, u.url, u.secret, u.isDefault])).toEqual([
+      ["east", "wss://east.gw:8443", "se", true],
+      ["west", "wss://west.gw:8443", "sw", false],
+    ]);
+  });
+
+  it("routes nothing for a session that is not Ready or is being deleted", () => {
+    expect(buildSessionRoute(parent("Pending"), { east: "se", west: "sw" })).toBeUndefined();
+    const deleting = parent("Ready");
+    deleting.metadata.deletionTimestamp = new Date();
+    expect(buildSessionRoute(deleting, { east: "se", west: "sw" })).toBeUndefined();
+  });
+
+  it("refuses to build a table without a ready child's secret", () => {
+    expect(() => buildSessionRoute(parent("Ready"), { east: "se" })).toThrow(ChildSecretMissingError);
+  });
+});

@@ -1,0 +1,273 @@
+// Incoming traffic for one session: the TrafficSession the port proxies hand mirrored
+// and stolen connections to, spoken as TRAFFIC frames.
+// - Raw connections (mirror, unfiltered steal, stolen upgrades): NEW_CONNECTION with a
+//   fresh agent connection id, then DATA both ways; CLOSE ends the whole connection
+//   (routers forget the id on the first CLOSE either way).
+// - Stolen HTTP requests (filtered steals): each request gets its own connection id:
+//   NEW_CONNECTION, then HTTP_REQUEST (request id = connection id); the client answers
+//   HTTP_RESPONSE on that connection id, and the agent then sends CLOSE to release it.
+//   A client CLOSE instead of a response, a timeout or the session ending answers 502.
+// Mirrors never slow the app: once a mirror's peer is congested the mirror copy is cut
+// (CLOSE with an error) and the rest of that connection's bytes are counted as dropped.
+import { ErrorCode } from "../../../../proto/error-codes.js";
+import { encodeFrame, HEADER_BYTES } from "../../../../proto/frame-codec.js";
+import {
+  FrameFamily,
+  HttpRequestSchema,
+  HttpResponseSchema,
+  NewConnectionSchema,
+  StreamCloseSchema,
+  TrafficKind,
+  TrafficMode,
+} from "../../../../proto/gen/session_pb.js";
+import { decodePayload } from "../../../../proto/frame-codec.js";
+import type { AgentCounters } from "../agent-metrics.js";
+import type {
+  ConnectionControl,
+  ConnectionSink,
+  IncomingConnectionInfo,
+  StolenHttpRequest,
+  StolenHttpResponse,
+  TrafficSession,
+} from "./port-proxy.js";
+import type { SessionFlow } from "../session-flow.js";
+import { decodeStreamData, encodeStreamData } from "../../../../proto/stream-data-frame.js";
+
+const F = FrameFamily.TRAFFIC;
+
+export interface SessionTrafficOptions {
+  /** How long a stolen HTTP request waits for the session's answer, ms (default 60 000). */
+  requestTimeoutMs?: number;
+  /** Largest frame payload the peer accepts, bytes. */
+  maxPayloadBytes: number;
+  /** Largest data chunk per frame, bytes (default 256 KiB). */
+  maxChunkBytes?: number;
+  /** Open incoming connections per session (default 4096). */
+  maxConnections?: number;
+}
+
+interface RawConn {
+  kind: "raw";
+  mode: "mirror" | "steal";
+  control: ConnectionControl;
+  /** Mirror copy cut because the peer fell behind. */
+  cut: boolean;
+}
+
+interface PendingRequest {
+  kind: "http";
+  deadline: number;
+  resolve(r: StolenHttpResponse): void;
+  reject(e: Error): void;
+}
+
+export class StolenRequestError extends Error {
+  readonly code = ErrorCode.STOLEN_REQUEST_FAILED;
+}
+
+export class SessionTraffic implements TrafficSession {
+  private readonly conns = new Map<number, RawConn | PendingRequest>();
+  /** The client's subscription id per port, reported in NEW_CONNECTION. */
+  readonly subscriptionIds = new Map<number, number>();
+  private nextId = 1;
+  private closed = false;
+  private readonly timeoutMs: number;
+  private readonly maxChunk: number;
+  private readonly maxConns: number;
+
+  constructor(
+    readonly id: string,
+    private readonly flow: SessionFlow,
+    private readonly counters: AgentCounters,
+    private readonly opts: SessionTrafficOptions,
+  ) {
+    this.timeoutMs = opts.requestTimeoutMs ?? 60_000;
+    this.maxChunk = Math.min(opts.maxChunkBytes ?? 256 * 1024, opts.maxPayloadBytes - 16);
+    this.maxConns = opts.maxConnections ?? 4096;
+  }
+
+  /** Open connections by mode, for metrics. */
+  counts(): { steal: number; mirror: number } {
+    let steal = 0;
+    let mirror = 0;
+    for (const c of this.conns.values()) {
+      if (c.kind === "http" || c.mode === "steal") steal++;
+      else mirror++;
+    }
+    return { steal, mirror };
+  }
+
+  private allocId(): number {
+    for (;;) {
+      const id = this.nextId;
+      this.nextId = (this.nextId + 1) >>> 0 || 1;
+      if (!this.conns.has(id)) return id;
+    }
+  }
+
+  private announce(
+    id: number,
+    port: number,
+    remoteAddress: string,
+    remotePort: number,
+    mode: TrafficMode,
+  ): void {
+    this.flow.send(
+      encodeFrame({ family: F, kind: TrafficKind.NEW_CONNECTION, connectionId: id }, NewConnectionSchema, {
+        subscriptionId: this.subscriptionIds.get(port) ?? 0,
+        port,
+        remoteAddress,
+        remotePort,
+        mode,
+      }),
+    );
+  }
+
+  private sendClose(id: number, error = ""): void {
+    this.flow.send(
+      encodeFrame({ family: F, kind: TrafficKind.CLOSE, connectionId: id }, StreamCloseSchema, { error }),
+    );
+  }
+
+  connection(info: IncomingConnectionInfo, control: ConnectionControl): ConnectionSink {
+    if (this.closed || this.conns.size >= this.maxConns) {
+      // The session is gone or full: a steal is refused (the client sees a closed
+      // connection), a mirror simply gets no copy.
+      if (info.mode === "steal") control.end();
+      this.counters.error(ErrorCode.TOO_MANY_CONNECTIONS);
+      return { data: () => false, end: () => {} };
+    }
+    const id = this.allocId();
+    const conn: RawConn = { kind: "raw", mode: info.mode, control, cut: false };
+    this.conns.set(id, conn);
+    this.announce(
+      id,
+      info.port,
+      info.remoteAddress,
+      info.remotePort,
+      info.mode === "mirror" ? TrafficMode.MIRROR : TrafficMode.STEAL,
+    );
+    return {
+      data: (chunk) => {
+        // After the session ended, mirrored bytes are not "dropped for slowness".
+        if (this.conns.get(id) !== conn) return conn.mode === "mirror" ? !conn.cut : false;
+        if (conn.mode === "mirror" && this.flow.congested) {
+          conn.cut = true;
+          this.conns.delete(id);
+          this.sendClose(id, "mirror copy cut: the session could not keep up with the connection");
+          return false;
+        }
+        let ok = true;
+        for (let at = 0; at < chunk.length; at += this.maxChunk) {
+          const part = chunk.length <= this.maxChunk ? chunk : chunk.subarray(at, at + this.maxChunk);
+          this.counters.bytesToClient.traffic += part.length;
+          ok = this.flow.send(encodeStreamData(F, TrafficKind.DATA, id, part), conn.mode === "mirror") && ok;
+        }
+        if (!ok && conn.mode === "steal") this.flow.pauseSource(control);
+        return ok || conn.mode === "mirror";
+      },
+      end: () => {
+        if (this.conns.get(id) !== conn) return;
+        this.conns.delete(id);
+        this.flow.forget(control);
+        this.sendClose(id);
+      },
+    };
+  }
+
+  request(req: StolenHttpRequest): Promise<StolenHttpResponse> {
+    if (this.closed) return Promise.reject(new StolenRequestError("the session ended"));
+    if (this.conns.size >= this.maxConns)
+      return Promise.reject(new StolenRequestError("the session has too many open requests"));
+    const frame = (id: number) =>
+      encodeFrame(
+        { family: F, kind: TrafficKind.HTTP_REQUEST, connectionId: id, requestId: id },
+        HttpRequestSchema,
+        {
+          method: req.head.method,
+          path: req.head.path,
+          headers: req.head.headers.map(([name, value]) => ({ name, value })),
+          body: req.body,
+        },
+      );
+    const id = this.allocId();
+    const buf = frame(id);
+    if (buf.length - HEADER_BYTES > this.opts.maxPayloadBytes) {
+      return Promise.reject(
+        new StolenRequestError(
+          `the request is ${buf.length} bytes, more than one ${this.opts.maxPayloadBytes}-byte frame`,
+        ),
+      );
+    }
+    return new Promise((resolve, reject) => {
+      this.conns.set(id, { kind: "http", deadline: Date.now() + this.timeoutMs, resolve, reject });
+      this.announce(id, req.port, req.remoteAddress, 0, TrafficMode.STEAL);
+      this.counters.bytesToClient.traffic += req.body.length;
+      this.flow.send(buf);
+    });
+  }
+
+  /** DATA from the client: bytes for a stolen connection's client. */
+  data(frame: Buffer, id: number): void {
+    const c = this.conns.get(id);
+    if (!c || c.kind !== "raw") {
+      if (!c) this.counters.error(ErrorCode.UNKNOWN_CONNECTION);
+      return;
+    }
+    if (c.mode === "mirror") return; // the app answers mirrored connections
+    const data = decodeStreamData(frame);
+    this.counters.bytesFromClient.traffic += data.length;
+    if (!c.control.write(data)) this.flow.blockUntil((release) => c.control.drained(release));
+  }
+
+  /** CLOSE from the client. */
+  close(id: number, error: string): void {
+    const c = this.conns.get(id);
+    if (!c) return;
+    this.conns.delete(id);
+    if (c.kind === "http")
+      c.reject(new StolenRequestError(error || "the session closed the request without answering"));
+    else if (c.mode === "steal") {
+      this.flow.forget(c.control);
+      c.control.end();
+    }
+  }
+
+  /** HTTP_RESPONSE from the client for a stolen request. */
+  httpResponse(frame: Buffer, id: number): void {
+    const c = this.conns.get(id);
+    if (!c || c.kind !== "http") {
+      this.counters.error(ErrorCode.UNKNOWN_CONNECTION);
+      return;
+    }
+    this.conns.delete(id);
+    const r = decodePayload(frame, HttpResponseSchema);
+    this.counters.bytesFromClient.traffic += r.body.length;
+    c.resolve({
+      status: r.status || 200,
+      headers: r.headers.map((h) => [h.name, h.value]),
+      body: Buffer.from(r.body),
+    });
+    this.sendClose(id);
+  }
+
+  /** Expires stolen requests past their deadline (the agent's coarse sweep). */
+  sweep(now: number): void {
+    for (const [id, c] of this.conns) {
+      if (c.kind !== "http" || c.deadline > now) continue;
+      this.conns.delete(id);
+      c.reject(new StolenRequestError(`no answer within ${this.timeoutMs} ms`));
+      this.sendClose(id, "timed out waiting for the HTTP response");
+    }
+  }
+
+  /** The session ended: stolen connections are closed, pending requests fail. */
+  closeAll(): void {
+    this.closed = true;
+    for (const c of this.conns.values()) {
+      if (c.kind === "http") c.reject(new StolenRequestError("the session ended"));
+      else if (c.mode === "steal") c.control.end();
+    }
+    this.conns.clear();
+  }
+}

@@ -1,0 +1,59 @@
+// The ENV family: answers an EnvGet from the target's environment (TargetView, resolved
+// as the kubelet would), narrowed by the request's include/exclude globs and names, with
+// the DB-branch rewrite applied. The branch comes from the EnvGet when it sets both
+// branch_variable and branch, else from the session's grant (its secrets-file entry),
+// else there is none. Failures answer `EnvResult.error = "<CODE>: <message>"`; a failed
+// API read is SWITCHYARD_ENV_UNAVAILABLE.
+import { ErrorCode, isErrorCode } from "../../../../proto/error-codes.js";
+import { encodeFrame } from "../../../../proto/frame-codec.js";
+import { EnvKind, EnvResultSchema, FrameFamily, type EnvGet } from "../../../../proto/gen/session_pb.js";
+import { filterEnv, rewriteBranch, type BranchRewrite } from "./env-resolver.js";
+import type { TargetView } from "./target-view.js";
+
+export interface EnvRequest {
+  view: TargetView;
+  get: EnvGet;
+  requestId: number;
+  /** The session's own branch (from its grant), used when the EnvGet names none. */
+  sessionBranch: BranchRewrite | undefined;
+  /** Counts an answered error by code. */
+  countError(code: string): void;
+  /** Sends the answer toward the peer. */
+  send(frame: Buffer): void;
+}
+
+/** Answers one EnvGet with an EnvResult through `r.send`. */
+export async function answerEnv(r: EnvRequest): Promise<void> {
+  const { get } = r;
+  const reply = (init: { vars?: Record<string, string>; error?: string }) =>
+    r.send(
+      encodeFrame(
+        { family: FrameFamily.ENV, kind: EnvKind.RESULT, requestId: r.requestId },
+        EnvResultSchema,
+        init,
+      ),
+    );
+  try {
+    let env = filterEnv(await r.view.env(), get.include, get.exclude);
+    const branch =
+      get.branch && get.branchVariable
+        ? { variable: get.branchVariable, branch: get.branch }
+        : r.sessionBranch;
+    if (branch) env = rewriteBranch(env, branch);
+    const vars: Record<string, string> = {};
+    if (get.names.length > 0) {
+      for (const n of get.names) {
+        const v = env.get(n);
+        if (v !== undefined) vars[n] = v;
+      }
+    } else for (const [k, v] of env) vars[k] = v;
+    reply({ vars });
+  } catch (err) {
+    const e = err as Error & { code?: string };
+    const code = typeof e.code === "string" && isErrorCode(e.code) ? e.code : ErrorCode.ENV_UNAVAILABLE;
+    r.countError(code);
+    reply({
+      error: `${code}: ${code === ErrorCode.ENV_UNAVAILABLE ? `reading the target's environment through the Kubernetes API failed: ${e.message}` : e.message}`,
+    });
+  }
+}

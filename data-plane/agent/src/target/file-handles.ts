@@ -1,0 +1,164 @@
+// The FILE family for one session: read-only open/read/read-dir/stat/close over the
+// target's API-backed volumes (VolumeFiles). An open reads the whole file once (volume
+// files are small: ConfigMaps and Secrets are at most 1 MiB), so reads at any offset
+// see one consistent version. Failures answer an errno-style name plus a message:
+// ENOENT, ENOTSUP (not served remotely: image files, other volume kinds, no target pod),
+// EISDIR, ENOTDIR, EBADF, EROFS (writes), EMFILE (too many handles), EIO (API failure).
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import { integerIn } from "../../../../lib/option-error.js";
+import { ErrorCode } from "../../../../proto/error-codes.js";
+import { decodePayload, encodeFrame } from "../../../../proto/frame-codec.js";
+import {
+  FileCloseSchema,
+  FileKind,
+  FileOpenSchema,
+  FileReadDirSchema,
+  FileReadSchema,
+  FileResultSchema,
+  FileStatSchema,
+  FrameFamily,
+} from "../../../../proto/gen/session_pb.js";
+import { AgentError } from "../agent-errors.js";
+import type { TargetView } from "./target-view.js";
+import { FileAccessError } from "./volume-files.js";
+
+export type FileResultInit = MessageInitShape<typeof FileResultSchema>;
+
+export interface FileHandlesOptions {
+  /** Open handles per session; default 256. */
+  maxHandles?: number;
+  /** Largest read answered in one frame, bytes; longer reads are cut (default 1 MiB − 4 KiB). */
+  maxReadBytes?: number;
+}
+
+const ERRNO: Record<string, string> = {
+  [ErrorCode.FILE_NOT_FOUND]: "ENOENT",
+  [ErrorCode.FILE_NOT_AVAILABLE]: "ENOTSUP",
+  [ErrorCode.FILE_IS_DIRECTORY]: "EISDIR",
+  [ErrorCode.FILE_NOT_DIRECTORY]: "ENOTDIR",
+  [ErrorCode.AGENT_NO_TARGET_POD]: "ENOTSUP",
+};
+
+export function fileError(err: unknown): FileResultInit {
+  if (err instanceof FileAccessError || err instanceof AgentError) {
+    return { error: ERRNO[err.code] ?? "EIO", message: err.message };
+  }
+  return {
+    error: "EIO",
+    message: `reading the target's files through the Kubernetes API failed: ${(err as Error).message}`,
+  };
+}
+
+export class FileHandles {
+  private readonly handles = new Map<bigint, { path: string; data: Buffer }>();
+  private next = 1n;
+  private readonly maxHandles: number;
+  private readonly maxReadBytes: number;
+
+  constructor(
+    private readonly view: TargetView,
+    opts: FileHandlesOptions = {},
+  ) {
+    this.maxHandles = integerIn("maxHandles", opts.maxHandles, 256, 1);
+    this.maxReadBytes = integerIn("maxReadBytes", opts.maxReadBytes, 1024 * 1024 - 4096, 1);
+  }
+
+  get size(): number {
+    return this.handles.size;
+  }
+
+  /** Answers one file request frame with a FileResult through `send`. */
+  async answer(frame: Buffer, kind: number, requestId: number, send: (frame: Buffer) => void): Promise<void> {
+    let result: FileResultInit;
+    switch (kind) {
+      case FileKind.OPEN: {
+        const m = decodePayload(frame, FileOpenSchema);
+        result = await this.open(m.path, m.write);
+        break;
+      }
+      case FileKind.READ: {
+        const m = decodePayload(frame, FileReadSchema);
+        result = this.read(m.handle, m.offset, m.length);
+        break;
+      }
+      case FileKind.READ_DIR:
+        result = await this.readDir(decodePayload(frame, FileReadDirSchema).path);
+        break;
+      case FileKind.STAT:
+        result = await this.stat(decodePayload(frame, FileStatSchema).path);
+        break;
+      default:
+        result = this.close(decodePayload(frame, FileCloseSchema).handle);
+    }
+    send(
+      encodeFrame({ family: FrameFamily.FILE, kind: FileKind.RESULT, requestId }, FileResultSchema, result),
+    );
+  }
+
+  async open(path: string, write: boolean): Promise<FileResultInit> {
+    if (write) return { error: "EROFS", message: `${path}: remote files are read-only` };
+    if (this.handles.size >= this.maxHandles) {
+      return {
+        error: "EMFILE",
+        message: `a session may hold ${this.maxHandles} open files; close some first`,
+      };
+    }
+    try {
+      const data = await (await this.view.volumeFiles()).readFile(path);
+      const handle = this.next++;
+      this.handles.set(handle, { path, data });
+      return { result: { case: "handle", value: handle } };
+    } catch (err) {
+      return fileError(err);
+    }
+  }
+
+  read(handle: bigint, offset: bigint, length: number): FileResultInit {
+    const h = this.handles.get(handle);
+    if (!h) return { error: "EBADF", message: `file handle ${handle} is not open` };
+    const start = offset > BigInt(h.data.length) ? h.data.length : Number(offset);
+    const n = Math.min(length, this.maxReadBytes);
+    return { result: { case: "data", value: h.data.subarray(start, start + n) } };
+  }
+
+  close(handle: bigint): FileResultInit {
+    if (!this.handles.delete(handle)) return { error: "EBADF", message: `file handle ${handle} is not open` };
+    return { result: { case: "closed", value: true } };
+  }
+
+  async readDir(path: string): Promise<FileResultInit> {
+    try {
+      const entries = await (await this.view.volumeFiles()).readDir(path);
+      return {
+        result: {
+          case: "entries",
+          value: { entries: entries.map((e) => ({ name: e.name, isDir: e.type === "directory" })) },
+        },
+      };
+    } catch (err) {
+      return fileError(err);
+    }
+  }
+
+  async stat(path: string): Promise<FileResultInit> {
+    try {
+      const s = await (await this.view.volumeFiles()).stat(path);
+      return {
+        result: {
+          case: "stat",
+          value: {
+            size: BigInt(s.size),
+            mode: s.mode | (s.type === "directory" ? 0o040000 : 0o100000),
+            isDir: s.type === "directory",
+          },
+        },
+      };
+    } catch (err) {
+      return fileError(err);
+    }
+  }
+
+  clear(): void {
+    this.handles.clear();
+  }
+}
