@@ -15,7 +15,7 @@ COPY proto ./proto
 COPY control-plane ./control-plane
 COPY data-plane ./data-plane
 COPY cli ./cli
-# `build` generates proto/gen (buf) and compiles to dist/; then drop dev dependencies.
+# `build` compiles to dist/ (proto/gen is committed); then drop dev dependencies.
 RUN npm run build && npm prune --omit=dev --no-audit --no-fund
 
 FROM ${NODE_IMAGE}
