@@ -1,82 +1,63 @@
-// Runs bench/k6/router-fanout.js against a real router with 3 scripted agents (see
-// bench/README.md). Needs the k6 binary built by `npm run binaries` (test/env/binaries.ts).
+// Runs one k6 script the way a user would (`k6 run`), with k6's built-in web dashboard
+// exported as a self-contained HTML report (`bench/results/<name>.html`, the latest run)
+// and the end-of-test summary exported as JSON (`bench/results/<name>-<time>.json`). The k6
+// binary comes from test/env (built once with Go and cached, like the cluster binaries).
 import { spawn } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { dirname, join, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
-import { binaryPath } from "../test/env/binaries.js";
-import { hashSecret } from "../proto/session-auth.js";
-import { spawnTs, stopProc, type Proc } from "./router-bench.js";
+import { mkdirSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { ensureBinaries } from "../test/env/binaries.js";
+import { repoRoot } from "../test/support/launch.js";
 
-const repo = resolve(dirname(fileURLToPath(import.meta.url)), "..");
+export const resultsDir = join(repoRoot, "bench/results");
 
-export async function runK6Fanout(): Promise<void> {
-  const k6 = binaryPath("k6");
-  if (!existsSync(k6)) {
-    console.log(`k6 scenario skipped: ${k6} is missing; build it with \`npm run binaries\``);
-    return;
-  }
-  const procs: Proc[] = [];
-  try {
-    const agents = await spawnTs(
-      "test/peers/scripted-agents-main.ts",
-      ["--agents", "east,west,north", "--secret", "k6-agent"],
-      (l) => "agents" in l,
-    );
-    procs.push(agents);
-    const ports = agents.ready.agents as Record<string, number>;
-    const dir = mkdtempSync(join(tmpdir(), "switchyard-k6-"));
-    const routesFile = join(dir, "routes.json");
-    const route = (id: string, names: string[]) => ({
-      sessionId: id,
-      clientKeyHash: hashSecret("k6-client"),
-      state: "SESSION_STATE_READY",
-      upstreams: names.map((n, i) => ({
-        cluster: n,
-        url: `ws://127.0.0.1:${ports[n]}/v1/sessions/${id}`,
-        secret: "k6-agent",
-        isDefault: i === 0,
-      })),
+/** One metric of k6's summary export: trend stats (ms or plain numbers), or count/rate. */
+export type K6Metric = Record<string, number>;
+
+export interface K6Run {
+  /** Metrics by name; tagged sub-metrics appear as `name{tag:value}` (those with thresholds). */
+  metrics: Record<string, K6Metric>;
+  /** False when a threshold failed or k6 ended with an error. */
+  passed: boolean;
+  html: string;
+  summary: string;
+}
+
+/** k6's trend statistics in the summary: p(99) is not among its defaults. */
+const TREND_STATS = "avg,min,med,p(90),p(99),max,count";
+
+export async function runK6(name: string, script: string, env: Record<string, string>): Promise<K6Run> {
+  const { k6 } = await ensureBinaries(["k6"]);
+  mkdirSync(resultsDir, { recursive: true });
+  const html = join(resultsDir, `${name}.html`);
+  const summary = join(resultsDir, `${name}-${new Date().toISOString().replace(/[:.]/g, "-")}.json`);
+  const args = ["run", "--quiet", "--summary-export", summary, "--summary-trend-stats", TREND_STATS];
+  for (const [k, v] of Object.entries(env)) args.push("-e", `${k}=${v}`);
+  args.push(join(repoRoot, script));
+  const code = await new Promise<number>((resolve, reject) => {
+    const child = spawn(k6, args, {
+      stdio: "inherit",
+      env: {
+        ...process.env,
+        K6_WEB_DASHBOARD: "true",
+        // No listening port (k6 would otherwise wait for open browser tabs before exiting).
+        K6_WEB_DASHBOARD_PORT: "-1",
+        K6_WEB_DASHBOARD_PERIOD: "1s",
+        K6_WEB_DASHBOARD_EXPORT: html,
+        K6_NO_USAGE_REPORT: "true",
+      },
     });
-    writeFileSync(
-      routesFile,
-      JSON.stringify([route("k6-1", ["east"]), route("k6-3", ["east", "west", "north"])]),
-    );
-    const router = await spawnTs(
-      "data-plane/router/src/main.ts",
-      ["--listen", "127.0.0.1:0", "--routes-file", routesFile, "--log-level", "info"],
-      (l) => l.msg === "router listening",
-    );
-    procs.push(router);
-    const resultsDir = join(repo, "bench/results");
-    mkdirSync(resultsDir, { recursive: true });
-    for (const session of ["k6-1", "k6-3"]) {
-      const summary = join(
-        resultsDir,
-        `k6-router-fanout-${session}-${new Date().toISOString().replace(/[:.]/g, "-")}.json`,
-      );
-      await new Promise<void>((res, rej) => {
-        const child = spawn(
-          k6,
-          [
-            "run",
-            "--quiet",
-            "--summary-export",
-            summary,
-            "-e",
-            `ROUTER_URL=ws://127.0.0.1:${router.ready.port as number}/v1/sessions/${session}`,
-            "-e",
-            "SECRET=k6-client",
-            join(repo, "bench/k6/router-fanout.js"),
-          ],
-          { stdio: "inherit" },
-        );
-        child.once("exit", (code) => (code === 0 ? res() : rej(new Error(`k6 exited with ${code}`))));
-      });
-      console.log(`k6 ${session}: summary in ${summary}`);
-    }
-  } finally {
-    for (const p of procs.reverse()) await stopProc(p);
+    child.once("error", reject);
+    child.once("exit", (c, signal) => resolve(c ?? (signal ? 128 : 1)));
+  });
+  let metrics: Record<string, K6Metric>;
+  try {
+    metrics = (JSON.parse(readFileSync(summary, "utf8")) as { metrics: Record<string, K6Metric> }).metrics;
+  } catch (err) {
+    throw new Error(`k6 ${name} exited with ${code} and wrote no summary (${(err as Error).message})`, {
+      cause: err,
+    });
   }
+  // 99: thresholds failed (the summary is still complete); anything else is a broken run.
+  if (code !== 0 && code !== 99) throw new Error(`k6 ${name} exited with ${code}`);
+  return { metrics, passed: code === 0, html, summary };
 }

@@ -5,7 +5,7 @@
 // (a fresh router connecting with no version). The setup mirrors bench/route-discovery.ts,
 // which is a script and cannot be imported.
 import { createHash } from "node:crypto";
-import { create, toBinary } from "@bufbuild/protobuf";
+import { create } from "@bufbuild/protobuf";
 import {
   RouteDiscoveryServer,
   RouteDiscoveryStreamServer,
@@ -13,12 +13,8 @@ import {
   RouterAuthenticator,
 } from "../control-plane/src/route-discovery/index.js";
 import { RouteDiscoveryClient, type RouteDelta } from "../data-plane/router/src/route-discovery-client.js";
-import {
-  DiscoveryResponseSchema,
-  SessionRouteSchema,
-  SessionState,
-  type SessionRoute,
-} from "../proto/gen/route_discovery_pb.js";
+import { SessionRouteSchema, SessionState, type SessionRoute } from "../proto/gen/route_discovery_pb.js";
+import { RouteDiscoveryService } from "../proto/route-discovery-service.js";
 import { createCertificateAuthority } from "../test/env/pki.js";
 import { pct, round } from "./stats-support.js";
 
@@ -44,18 +40,15 @@ function route(i: number, rev = 0): SessionRoute {
   });
 }
 
-/** Wire size of the DiscoveryResponse carrying this delta (protobuf, before gRPC framing/TLS). */
+/** Wire size of the DiscoveryResponse carrying this delta (grpc-js's serializer; before gRPC framing/TLS). */
 function bytesOf(d: RouteDelta): number {
-  return toBinary(
-    DiscoveryResponseSchema,
-    create(DiscoveryResponseSchema, {
-      versionInfo: d.version,
-      nonce: "1",
-      fullSnapshot: d.fullResync,
-      upserts: d.upserts,
-      removes: d.removes,
-    }),
-  ).length;
+  return RouteDiscoveryService.StreamRoutes.responseSerialize({
+    versionInfo: d.version,
+    nonce: "1",
+    fullSnapshot: d.fullResync,
+    upserts: d.upserts,
+    removes: d.removes,
+  }).length;
 }
 
 export async function measurePushCost(sizes: number[], routers = 2, changes = 50, resyncs = 5) {

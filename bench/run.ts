@@ -3,12 +3,21 @@
 //   sessions [--sessions n] [--memory-sessions n] [--concurrency n] [--push-only]
 //   data-path [--quick] [--pin]
 //   agent-mirror [--requests n] [--rounds n] [--cpus list]
+//   delivery [--quick]                                              stolen HTTP requests → local app, old vs undici
+//   k6 [--quick] [--only fanout,rate,setup]                         k6 scenarios with HTML reports in bench/results/
+//   failover [--runs n]                                             leader failover on the Lease: crash vs clean stop
+//   primary-latency [--sequential n] [--concurrent n]               the Primary's share of session start-up
+//   member-latency [--sessions n]                                   member create -> Ready, table push to a router
 import { Command } from "commander";
 import { defaultRouterBench, runRouterBench } from "./router-bench.js";
-import { runK6Fanout } from "./k6-runner.js";
+import { defaultK6Bench, K6_SCENARIOS, runK6Bench, type K6Scenario } from "./k6-bench.js";
 import { defaultSessionsBench, runSessionsBench } from "./sessions.js";
 import { defaultDataPathBench, runDataPathBench } from "./data-path.js";
 import { defaultAgentMirrorBench, runAgentMirrorBench } from "./agent-mirror.js";
+import { defaultDeliveryBench, runDeliveryBench } from "./delivery.js";
+import { defaultFailoverBench, runFailoverBench } from "./failover.js";
+import { defaultPrimaryLatencyBench, runPrimaryLatencyBench } from "./primary-latency.js";
+import { defaultMemberLatencyBench, runMemberLatencyBench } from "./member-latency.js";
 
 const program = new Command("bench");
 program
@@ -16,12 +25,13 @@ program
   .description("router vs direct vs trivial relay: latency, fan-out, throughput, idle memory")
   .option("--quick", "fewer rounds (smoke run)", false)
   .option("--unmasked", "router sends unmasked frames upstream", false)
-  .option("--k6", "also run the k6 fan-out scenario (needs the k6 binary: npm run binaries)", false)
+  .option("--k6", "also run the k6 fan-out scenario (as `bench -- k6 --only fanout`)", false)
   .option("--k6-only", "run only the k6 fan-out scenario", false)
   .option("--profile", "write a CPU profile of the router to $TMPDIR/switchyard-router-profiles/", false)
   .action(
     async (o: { quick: boolean; unmasked: boolean; k6: boolean; k6Only: boolean; profile: boolean }) => {
-      if (o.k6Only) return runK6Fanout();
+      const k6Fanout = () => runK6Bench({ ...defaultK6Bench, scenarios: ["fanout"] });
+      if (o.k6Only) return k6Fanout();
       const opts = o.quick
         ? {
             latencyRounds: 1000,
@@ -33,7 +43,7 @@ program
           }
         : { ...defaultRouterBench, unmasked: o.unmasked, profile: o.profile };
       await runRouterBench(opts);
-      if (o.k6) await runK6Fanout();
+      if (o.k6) await k6Fanout();
     },
   );
 program
@@ -90,6 +100,68 @@ program
       requests: Number(o.requests),
       rounds: Number(o.rounds),
       ...(o.cpus ? { cpus: o.cpus } : {}),
+    });
+    process.exit(0);
+  });
+program
+  .command("delivery")
+  .description(
+    "the CLI delivering stolen HTTP requests to a local app: node:http per request vs undici pools",
+  )
+  .option("--quick", "fewer requests and rounds (smoke run)", false)
+  .action(async (o: { quick: boolean }) => {
+    await runDeliveryBench(
+      o.quick ? { sequential: 200, concurrent: 1000, concurrency: 16, rounds: 1 } : defaultDeliveryBench,
+    );
+    process.exit(0);
+  });
+program
+  .command("failover")
+  .description("leader failover on a real API server: leader crash vs clean stop -> successor leads")
+  .option("--runs <n>", "rounds (one crash and one clean stop each)", String(defaultFailoverBench.runs))
+  .action(async (o: { runs: string }) => {
+    await runFailoverBench({ ...defaultFailoverBench, runs: Number(o.runs) });
+    process.exit(0);
+  });
+program
+  .command("primary-latency")
+  .description("the Primary's share of session start-up (stand-in members), then many sessions at once")
+  .option("--sequential <n>", "sessions one after another", String(defaultPrimaryLatencyBench.sequential))
+  .option("--concurrent <n>", "sessions at once afterwards", String(defaultPrimaryLatencyBench.concurrent))
+  .action(async (o: { sequential: string; concurrent: string }) => {
+    await runPrimaryLatencyBench({ sequential: Number(o.sequential), concurrent: Number(o.concurrent) });
+    process.exit(0);
+  });
+program
+  .command("member-latency")
+  .description("member mode: create -> Ready with and without agent start, table push to a router")
+  .option(
+    "--sessions <n>",
+    "targets (one first and one reuse session each)",
+    String(defaultMemberLatencyBench.sessions),
+  )
+  .action(async (o: { sessions: string }) => {
+    await runMemberLatencyBench({ ...defaultMemberLatencyBench, sessions: Number(o.sessions) });
+    process.exit(0);
+  });
+program
+  .command("k6")
+  .description(
+    "k6 scenarios (fan-out by cluster count, routed message rate, session set-up) with HTML reports",
+  )
+  .option("--quick", "5 s stages (smoke run)", false)
+  .option("--only <list>", `comma-separated scenarios (${K6_SCENARIOS.join(", ")})`)
+  .action(async (o: { quick: boolean; only?: string }) => {
+    const only = o.only?.split(",").map((s) => s.trim()) ?? [...K6_SCENARIOS];
+    for (const s of only)
+      if (!(K6_SCENARIOS as readonly string[]).includes(s))
+        throw new Error(
+          `--only: unknown scenario ${JSON.stringify(s)}; choose from ${K6_SCENARIOS.join(", ")}`,
+        );
+    await runK6Bench({
+      ...defaultK6Bench,
+      scenarios: only as K6Scenario[],
+      ...(o.quick ? { stageSeconds: 5 } : {}),
     });
     process.exit(0);
   });

@@ -22,6 +22,15 @@ describe("parseControlPlaneArgs", () => {
     expect(o.routerServiceAccounts).toEqual([{ namespace: "switchyard", name: "router" }]);
     expect(o.leaseDurationMs).toBe(15_000);
     expect(o.configMap).toBe("switchyard-clusters");
+    expect(o.maxConnectionAgeMs).toBe(30 * 60_000);
+  });
+
+  it("takes the RouteDiscovery connection age in seconds", () => {
+    const o = parseControlPlaneArgs(
+      ["--mode", "primary", ...base, "--max-connection-age-seconds", "1.5"],
+      {},
+    );
+    expect(o.maxConnectionAgeMs).toBe(1500);
   });
 
   it("reads TLS files and the namespace from POD_NAMESPACE", () => {
@@ -64,6 +73,12 @@ describe("parseControlPlaneArgs", () => {
       "--leader-renew-deadline-seconds",
     ],
     [["--mode", "primary", ...base, "--grpc-listen", "nope"], "--grpc-listen"],
+    [["--mode", "primary", ...base, "--max-connection-age-seconds", "0"], "--max-connection-age-seconds"],
+    [["--mode", "primary", ...base, "--max-connection-age-seconds", "soon"], "--max-connection-age-seconds"],
+    [
+      ["--mode", "primary", ...base, "--max-connection-age-seconds", "9999999"],
+      "--max-connection-age-seconds",
+    ],
     [["--mode", "primary", ...base, "--tls-cert", "/nonexistent"], "--grpc-plaintext"],
   ])("refuses %j naming %s", (argv, flag) => {
     try {

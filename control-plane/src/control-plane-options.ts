@@ -6,6 +6,7 @@ import { readFileSync } from "node:fs";
 import { hostname } from "node:os";
 import { Command, Option } from "commander";
 import { OptionError } from "../../lib/option-error.js";
+import { MAX_CONNECTION_AGE_LIMIT_MS } from "./route-discovery/index.js";
 
 export type ControlPlaneMode = "primary" | "member" | "both";
 
@@ -36,6 +37,11 @@ export interface ControlPlaneOptions {
   routerServiceAccounts: { namespace: string; name: string }[];
   /** Audience router tokens must carry (undefined = the API server's own). */
   routerTokenAudience: string | undefined;
+  /**
+   * RouteDiscovery connections older than this get GOAWAY and their routers reconnect, so
+   * streams spread over every replica, ms (default 1 800 000 = 30 min).
+   */
+  maxConnectionAgeMs: number;
   allowedNamespaces: string[];
   allowedTargetKinds: string[];
   leaseDurationMs: number;
@@ -121,6 +127,11 @@ export function parseControlPlaneArgs(
     .option("--grpc-plaintext", "serve gRPC without TLS (embedded environment only)", false)
     .option("--router-service-account <ns/name...>", "ServiceAccount allowed to stream routes (repeatable)")
     .option("--router-token-audience <aud>", "audience router tokens must carry")
+    .option(
+      "--max-connection-age-seconds <s>",
+      "RouteDiscovery connections are closed (GOAWAY) at this age so routers rebalance across replicas",
+      "1800",
+    )
     .option("--allowed-namespaces <list>", "comma-separated namespaces sessions may use (default: all)")
     .option("--allowed-target-kinds <list>", "comma-separated target kinds sessions may use (default: all)")
     .option("--leader-lease-duration-seconds <s>", "Lease duration", "15")
@@ -228,6 +239,13 @@ export function parseControlPlaneArgs(
       "need retry period < renew deadline < lease duration",
     );
   }
+  const maxConnectionAgeMs = seconds("--max-connection-age-seconds", o.maxConnectionAgeSeconds as string);
+  if (maxConnectionAgeMs > MAX_CONNECTION_AGE_LIMIT_MS) {
+    throw new OptionError(
+      "--max-connection-age-seconds",
+      `must be at most ${MAX_CONNECTION_AGE_LIMIT_MS / 1000} (about 22 days), got "${o.maxConnectionAgeSeconds as string}"`,
+    );
+  }
   const offset = Number(o.agentTrafficPortOffset);
   if (!Number.isInteger(offset) || offset < 0 || offset > 60000) {
     throw new OptionError(
@@ -255,6 +273,7 @@ export function parseControlPlaneArgs(
     grpcPlaintext: plaintext,
     routerServiceAccounts,
     routerTokenAudience: o.routerTokenAudience as string | undefined,
+    maxConnectionAgeMs,
     allowedNamespaces: list(o.allowedNamespaces as string | undefined),
     allowedTargetKinds: kinds,
     leaseDurationMs,

@@ -101,6 +101,7 @@ export async function startControlPlane(
     streams,
     host: o.grpcListen.host,
     port: o.grpcListen.port,
+    maxConnectionAgeMs: o.maxConnectionAgeMs,
     ...(o.tls ? { tls: o.tls } : { plaintext: true }),
   });
   const heartbeat = new HeartbeatTracker();

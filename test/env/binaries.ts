@@ -1,15 +1,28 @@
 // Builds (once) and locates the third-party binaries of the test environment:
-// kube-apiserver, kube-controller-manager, kubectl and etcd from their Go modules through the
-// wrapper module in test/env/go, and k6 and helm with `go install`. Binaries are cached
+// kube-apiserver, kube-controller-manager, kubectl and etcd (and, for the real nodes, kubelet,
+// kube-proxy and kube-scheduler) from their Go modules through the wrapper module in test/env/go,
+// and k6, helm, CoreDNS and kube-score with `go install`; the checkers polaris and dashboard-linter
+// from their own module source (buildFromModuleSource). Binaries are cached
 // by version outside the repository, so a second run — or a second clone — does not
 // rebuild. Go is a build tool only; nothing here is product code.
 import { execFile, spawn } from "node:child_process";
-import { existsSync, mkdirSync, renameSync, rmSync, writeFileSync, readFileSync } from "node:fs";
+import {
+  chmodSync,
+  cpSync,
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
 import { homedir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
-import { versions } from "./versions.js";
+import { moduleSums, versions } from "./versions.js";
 
 const execFileAsync = promisify(execFile);
 const here = dirname(fileURLToPath(import.meta.url));
@@ -18,7 +31,22 @@ const goModuleDir = [resolve(here, "go"), resolve(here, "../../../test/env/go")]
   existsSync(join(d, "go.mod")),
 );
 
-export type BinaryName = "kube-apiserver" | "kube-controller-manager" | "kubectl" | "etcd" | "k6" | "helm";
+export type BinaryName =
+  | "kube-apiserver"
+  | "kube-controller-manager"
+  | "kubectl"
+  | "etcd"
+  | "k6"
+  | "helm"
+  // The real nodes (test/env/node): built like kube-apiserver, and CoreDNS with `go install`.
+  | "kubelet"
+  | "kube-proxy"
+  | "kube-scheduler"
+  | "coredns"
+  // Third-party checkers of the chart and the dashboard (test/integration/checkers).
+  | "kube-score"
+  | "polaris"
+  | "dashboard-linter";
 
 export class BinaryBuildError extends Error {
   readonly code = "SWITCHYARD_TEST_BINARY_BUILD_FAILED";
@@ -36,13 +64,24 @@ function versionOf(name: BinaryName): string {
     case "kube-apiserver":
     case "kube-controller-manager":
     case "kubectl":
+    case "kubelet":
+    case "kube-proxy":
+    case "kube-scheduler":
       return versions.kubernetes;
+    case "coredns":
+      return versions.coredns;
     case "etcd":
       return versions.etcd;
     case "k6":
       return versions.k6;
     case "helm":
       return versions.helm;
+    case "kube-score":
+      return versions.kubeScore;
+    case "polaris":
+      return versions.polaris;
+    case "dashboard-linter":
+      return versions.dashboardLinter;
   }
 }
 
@@ -124,10 +163,17 @@ async function buildOne(name: BinaryName, log: (line: string) => void): Promise<
   const started = Date.now();
   log(`building ${name} v${versionOf(name)} (first run only; cached in ${binaryCacheDir()})`);
   const env = { ...process.env, GOFLAGS: "-buildvcs=false" };
-  if (name === "k6" || name === "helm") {
+  if (name === "polaris" || name === "dashboard-linter") {
+    await buildFromModuleSource(moduleSources[name], tmp, env);
+  } else if (name === "k6" || name === "helm" || name === "coredns" || name === "kube-score") {
     const gobin = `${tmp}.d`;
     mkdirSync(gobin, { recursive: true });
-    const pkg = name === "k6" ? `go.k6.io/k6@v${versions.k6}` : `helm.sh/helm/v4/cmd/helm@v${versions.helm}`;
+    const pkg = {
+      k6: `go.k6.io/k6@v${versions.k6}`,
+      helm: `helm.sh/helm/v4/cmd/helm@v${versions.helm}`,
+      coredns: `github.com/coredns/coredns@v${versions.coredns}`,
+      "kube-score": `github.com/zegl/kube-score/cmd/kube-score@v${versions.kubeScore}`,
+    }[name];
     await run(
       "go",
       ["install", "-trimpath", "-ldflags", "-s -w", pkg],
@@ -150,6 +196,76 @@ async function buildOne(name: BinaryName, log: (line: string) => void): Promise<
   }
   renameSync(tmp, target);
   log(`built ${name} in ${((Date.now() - started) / 1000).toFixed(0)} s`);
+}
+
+/** Modules built from their own source tree (see buildFromModuleSource), with the go.sum hash pinned. */
+const moduleSources = {
+  polaris: { module: "github.com/fairwindsops/polaris", version: versions.polaris, sum: moduleSums.polaris },
+  "dashboard-linter": {
+    module: "github.com/grafana/dashboard-linter",
+    version: versions.dashboardLinter,
+    sum: moduleSums.dashboardLinter,
+  },
+} as const;
+
+/**
+ * Builds the main package at the root of `module@version` inside a copy of the module itself, so
+ * its own go.mod (replace directives included, which `go install` refuses) and go.sum decide the
+ * dependencies. The module's own zip is checked against the pinned `sum` here instead of the
+ * checksum database (GONOSUMDB), whose lookups of these versions the module proxy does not answer.
+ */
+async function buildFromModuleSource(
+  src: { module: string; version: string; sum: string },
+  output: string,
+  env: NodeJS.ProcessEnv,
+): Promise<void> {
+  const ref = `${src.module}@v${src.version}`;
+  let info: { Dir?: string; Sum?: string; Error?: string };
+  try {
+    const out = await execFileAsync("go", ["mod", "download", "-json", ref], {
+      env: { ...env, GONOSUMDB: src.module },
+      maxBuffer: 16 * 1024 * 1024,
+    });
+    info = JSON.parse(out.stdout) as typeof info;
+  } catch (err) {
+    const e = err as { stdout?: string; message: string };
+    throw new BinaryBuildError(`go mod download ${ref} failed: ${e.stdout || e.message}`);
+  }
+  if (!info.Dir || info.Sum !== src.sum)
+    throw new BinaryBuildError(
+      `go mod download ${ref}: ${info.Error ?? `its hash ${info.Sum} is not the pinned ${src.sum}`}`,
+    );
+  const tree = `${output}.src`;
+  cpSync(info.Dir, tree, { recursive: true });
+  // The module cache is read-only; the copy must be removable.
+  for (const f of ["", ...readdirSync(tree, { recursive: true, encoding: "utf8" })])
+    chmodSync(join(tree, f), statSync(join(tree, f)).mode | 0o200);
+  try {
+    await run(
+      "go",
+      ["build", "-trimpath", "-ldflags", "-s -w", "-o", output, "."],
+      { cwd: tree, env },
+      `go build ${ref}`,
+    );
+  } finally {
+    rmSync(tree, { recursive: true, force: true });
+  }
+}
+
+/** Tools taken from the system's packages rather than built: Debian's `prometheus` package ships both. */
+export type SystemToolName = "prometheus" | "promtool";
+
+/** The path of a packaged tool, or an error saying how to install it. */
+export function systemTool(name: SystemToolName): string {
+  for (const dir of [...(process.env.PATH ?? "").split(":").filter(Boolean), "/usr/bin"]) {
+    const candidate = join(dir, name);
+    if (existsSync(candidate)) return candidate;
+  }
+  throw new BinaryBuildError(
+    `${name} is not installed. The checker tests need Prometheus's prometheus and promtool: ` +
+      `on Debian/Ubuntu \`apt-get install --no-install-recommends prometheus\` (.ci/run does it), ` +
+      `elsewhere put both from a Prometheus release on PATH.`,
+  );
 }
 
 /**

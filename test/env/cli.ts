@@ -4,14 +4,21 @@
 //   down  stops the set started by `up`
 //   env   prints shell exports (KUBECONFIG_<NAME>=…) for the running set
 //   stack the embedded environment (Switchyard on local clusters), for `switchyard exec`
-//   build builds every test binary (kube-apiserver, kube-controller-manager, kubectl, etcd, k6, helm)
+//   build builds every test binary (kube-apiserver, kube-controller-manager, kubectl, etcd, k6, helm,
+//         and the checkers kube-score, polaris, dashboard-linter)
+// `up` and `stack` run until SIGINT/SIGTERM/SIGHUP (signal-shutdown.ts): at any moment, also
+// in the middle of a start, everything they started is stopped and their directories removed.
+// Run this file with `node --import tsx` (package.json does), not the `tsx` command: that
+// wrapper SIGKILLs its child when the child does not acknowledge a signal within ~60 ms,
+// which a busy start-up misses — and a SIGKILLed owner cannot clean up.
 import { existsSync, readFileSync, rmSync, writeFileSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { Command } from "commander";
 import { ensureBinaries, binaryPath, type BinaryName } from "./binaries.js";
-import { startClusterSet } from "./cluster-set.js";
-import { startEmbeddedStack } from "./embedded-stack.js";
-import { envRoot, isSameProcessAlive, processStartTime } from "./processes.js";
+import { startClusterSet, type ClusterSet } from "./cluster-set.js";
+import { startEmbeddedStack, type EmbeddedStack } from "./embedded-stack.js";
+import { envRoot, isSameProcessAlive, killChildren, processStartTime, sweepOrphans } from "./processes.js";
+import { shutdownOnSignals, type SignalShutdown } from "./signal-shutdown.js";
 import { eventually } from "../support/poll.js";
 
 interface UpState {
@@ -47,10 +54,20 @@ program
       .split(",")
       .map((s) => s.trim())
       .filter(Boolean);
+    let set: ClusterSet | undefined;
+    const shutdown = stopEverythingOnSignals(async () => {
+      await set?.stop();
+      rmSync(stateFile(), { force: true });
+    });
     const kubectl = (await ensureBinaries(["kubectl"])).kubectl;
     const started = Date.now();
     console.log(`starting ${names.join(", ")} …`);
-    const set = await startClusterSet({ clusters: names, controllerManager: opts.controllerManager });
+    try {
+      set = await startClusterSet({ clusters: names, controllerManager: opts.controllerManager });
+    } catch (err) {
+      return failedStart(shutdown, err);
+    }
+    if (shutdown.stopping) return shutdown.stopped;
     const state: UpState = { pid: process.pid, start: processStartTime(process.pid) ?? "", clusters: {} };
     for (const n of names) {
       const c = set.get(n);
@@ -65,13 +82,6 @@ program
       );
     }
     console.log("\nCtrl-C (or `npm run clusters -- down`) stops everything.");
-    const shutdown = async () => {
-      await set.stop();
-      rmSync(stateFile(), { force: true });
-      process.exit(0);
-    };
-    process.once("SIGINT", () => void shutdown());
-    process.once("SIGTERM", () => void shutdown());
     setInterval(() => {}, 1 << 30);
   });
 
@@ -81,9 +91,28 @@ program
     "the embedded environment: clusters + the chart + control planes, routers and agents, ready for switchyard exec",
   )
   .action(async () => {
+    let stack: EmbeddedStack | undefined;
+    const shutdown = stopEverythingOnSignals(async () => stack?.stop());
     const started = Date.now();
     console.log("starting primary (management-only), east (Default) and west with Switchyard installed …");
-    const stack = await startEmbeddedStack({ logDir: join(envRoot(), "embedded-logs") });
+    try {
+      stack = await startEmbeddedStack({
+        keepLogsOnFailure: true,
+        // Once ready, a component that dies is news. A Ctrl-C reaches every process of the
+        // group at once, so a component may exit just before this process hears of it: wait a moment.
+        onComponentExit: (name, status, logFile) =>
+          setTimeout(() => {
+            if (!stack || shutdown.stopping) return;
+            console.error(
+              `\n${name} exited (${status}); its log: ${logFile}\n` +
+                "likely fix: Ctrl-C and npm start again (a start sweeps what an earlier run left); if it exits again, its log says why",
+            );
+          }, 500),
+      });
+    } catch (err) {
+      return failedStart(shutdown, err);
+    }
+    if (shutdown.stopping) return shutdown.stopped;
     const routers = stack.primaryRouterUrls.map((u) => `--router ${u}`).join(" ");
     console.log(`ready in ${((Date.now() - started) / 1000).toFixed(1)} s; logs in ${stack.logDir}\n`);
     console.log(
@@ -92,18 +121,15 @@ program
     for (const w of Object.values(stack.workloads)) {
       console.log(`${w.name.padEnd(14)} app ${w.appUrl}   through its agent ${w.trafficUrl}`);
     }
+    const curls = Object.values(stack.workloads)
+      .map((w) => `  curl ${w.trafficUrl}/   # through ${w.name}: answered by your local process\n`)
+      .join("");
     console.log(
       `\nTry (another terminal):\n  npm run switchyard -- exec --kubeconfig ${stack.developer.kubeconfigPath} -n default ` +
         `-t deployment/demo --steal --port 8080:9000 ${routers} -- python3 -m http.server 9000\n` +
-        `  curl ${Object.values(stack.workloads)[0]!.trafficUrl}/   # answered by your local process\n` +
-        `\nCtrl-C stops everything.`,
+        curls +
+        `\nCtrl-C stops everything and removes ${stack.dir} and ${stack.set.dir}.`,
     );
-    const shutdown = async () => {
-      await stack.stop();
-      process.exit(0);
-    };
-    process.once("SIGINT", () => void shutdown());
-    process.once("SIGTERM", () => void shutdown());
     setInterval(() => {}, 1 << 30);
   });
 
@@ -139,7 +165,9 @@ program
 
 program
   .command("build")
-  .description("build (or find cached) kube-apiserver, kube-controller-manager, kubectl, etcd, k6 and helm")
+  .description(
+    "build (or find cached) kube-apiserver, kube-controller-manager, kubectl, etcd, k6, helm and the checkers",
+  )
   .action(async () => {
     const names: BinaryName[] = [
       "etcd",
@@ -148,10 +176,39 @@ program
       "kubectl",
       "k6",
       "helm",
+      "kube-score",
+      "polaris",
+      "dashboard-linter",
     ];
     await ensureBinaries(names, (l) => console.log(l));
     for (const n of names) console.log(`${n.padEnd(24)} ${binaryPath(n)}`);
   });
+
+/**
+ * Ctrl-C, SIGTERM or SIGHUP at any moment stops what this process started: `stop` (the
+ * ordered stop of what is up), then a sweep of every directory this process owns — which
+ * also covers a start still in progress, whose processes `hurry` has killed.
+ */
+function stopEverythingOnSignals(stop: () => Promise<void>): SignalShutdown {
+  return shutdownOnSignals({
+    stop: async () => {
+      try {
+        await stop();
+      } finally {
+        killChildren();
+        await sweepOrphans({ mine: true });
+      }
+    },
+    hurry: () => killChildren(),
+  });
+}
+
+/** A start that failed: quiet when a signal caused it (the shutdown is under way), else say why and exit 1. */
+async function failedStart(shutdown: SignalShutdown, err: unknown): Promise<void> {
+  if (shutdown.stopping) return shutdown.stopped;
+  console.error(`\n${(err as Error).message}`);
+  process.exit(1);
+}
 
 program.parseAsync().catch((err: Error) => {
   console.error(err.message);

@@ -17,6 +17,7 @@ import {
   type CertificateAuthority,
 } from "./pki.js";
 import { freePorts } from "./ports.js";
+import { apiServerArgsForNodes, KUBERNETES_SERVICE_IP } from "./node/api-server-flags.js";
 import { envRoot, ProcessGroupDir, sweepOrphans, type ManagedProcess } from "./processes.js";
 import { eventually, PollTimeoutError } from "../support/poll.js";
 
@@ -31,6 +32,13 @@ export interface ClusterSetOptions {
   apiServerArgs?: Record<string, string[]>;
   /** Upper bound for every component to become ready, in ms (default 120 000). */
   readyTimeoutMs?: number;
+  /** Where etcd, kube-apiserver and kube-controller-manager log (default `<set dir>/logs`, removed by stop()). */
+  logDir?: string;
+  /**
+   * Ready the API servers for real nodes (test/env/node): Node,RBAC authorization, kubelet client
+   * certificates, a listener on every address (default false: loopback only, RBAC only).
+   */
+  nodes?: boolean;
 }
 
 export interface ClusterUser {
@@ -186,6 +194,7 @@ class Cluster implements TestCluster {
     private readonly etcd: Etcd,
     private readonly extraArgs: string[],
     private readonly readyTimeoutMs: number,
+    private readonly forNodes = false,
   ) {
     this.dir = join(group.dir, name);
     mkdirSync(this.dir, { recursive: true });
@@ -208,7 +217,7 @@ class Cluster implements TestCluster {
       commonName: "kube-apiserver",
       usage: "server",
       dnsNames: ["localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"],
-      ipAddresses: ["127.0.0.1"],
+      ipAddresses: ["127.0.0.1", ...(this.forNodes ? [KUBERNETES_SERVICE_IP] : [])],
       validForSeconds: 30 * 86_400,
     });
     this.admin = await this.ca.issue({
@@ -244,7 +253,7 @@ class Cluster implements TestCluster {
       `--tls-cert-file=${this.file("apiserver.crt", serving.certPem)}`,
       `--tls-private-key-file=${this.file("apiserver.key", serving.keyPem)}`,
       `--client-ca-file=${this.caFile}`,
-      "--authorization-mode=RBAC",
+      this.forNodes ? "--authorization-mode=Node,RBAC" : "--authorization-mode=RBAC",
       `--service-account-issuer=https://${this.name}.switchyard.test`,
       `--service-account-key-file=${saPub}`,
       `--service-account-signing-key-file=${saKey}`,
@@ -255,6 +264,7 @@ class Cluster implements TestCluster {
       "--profiling=false",
       `--cert-dir=${join(this.dir, "certs")}`,
       ...this.extraArgs,
+      ...(this.forNodes ? await apiServerArgsForNodes(this.ca, this.dir) : []),
     ];
     this.kcmArgs = [
       `--kubeconfig=${kcmKubeconfig}`,
@@ -361,19 +371,23 @@ export async function startClusterSet(options: ClusterSetOptions): Promise<Clust
     "kube-apiserver",
     ...(withKcm ? ["kube-controller-manager" as const] : []),
   ]);
-  const group = new ProcessGroupDir(join(envRoot(), `set-${process.pid}-${randomBytes(4).toString("hex")}`));
+  const group = new ProcessGroupDir(
+    join(envRoot(), `set-${process.pid}-${randomBytes(4).toString("hex")}`),
+    options.logDir,
+  );
   const timeout = options.readyTimeoutMs ?? 120_000;
   const deadline = Date.now() + timeout;
   const etcds: Etcd[] = [];
   const clusters: Record<string, Cluster> = {};
-  let stopped = false;
-  const stop = async () => {
-    if (stopped) return;
-    stopped = true;
-    await Promise.all(Object.values(clusters).map((c) => c.stopAll()));
-    await Promise.all(etcds.map((e) => e.proc?.stop()));
-    group.remove();
-  };
+  // One stop, shared by every caller: a second call (a failed start racing a signal) waits
+  // for the same removal instead of returning while processes still run.
+  let stopping: Promise<void> | undefined;
+  const stop = () =>
+    (stopping ??= (async () => {
+      await Promise.all(Object.values(clusters).map((c) => c.stopAll()));
+      await Promise.all(etcds.map((e) => e.proc?.stop()));
+      group.remove();
+    })());
   try {
     const shared = (options.etcd ?? "shared") === "shared";
     if (shared) etcds.push(new Etcd(group, bins.etcd, "etcd"));
@@ -387,6 +401,7 @@ export async function startClusterSet(options: ClusterSetOptions): Promise<Clust
         etcds[shared ? 0 : i]!,
         options.apiServerArgs?.[n] ?? [],
         timeout,
+        options.nodes ?? false,
       );
     });
     await Promise.all(Object.values(clusters).map((c) => c.prepare()));

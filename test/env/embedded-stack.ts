@@ -7,44 +7,49 @@
 // plane (process agents), a gateway router, and a demo app standing in for the pod's
 // container. Each workload cluster gets its own loopback address (127.0.0.2, .3, …), so its
 // app, its agent's traffic port and its agent's outgoing connections are told apart.
-import { createServer, type Server } from "node:http";
-import {
-  existsSync,
-  mkdirSync,
-  mkdtempSync,
-  readdirSync,
-  readFileSync,
-  rmSync,
-  writeFileSync,
-} from "node:fs";
-import { tmpdir } from "node:os";
+//
+// Every file of one stack lives in its own directory `<envRoot>/stack-<pid>-<random>` (an
+// owned process group: its components are recorded there, so a sweep cleans up after a
+// SIGKILLed owner, and nothing is shared between runs); the cluster set has its own.
+import { randomBytes } from "node:crypto";
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import type { Server } from "node:http";
 import { join } from "node:path";
-import { AppsV1Api, CoreV1Api, RbacAuthorizationV1Api, type KubeConfig } from "@kubernetes/client-node";
+import { CoreV1Api, RbacAuthorizationV1Api, type KubeConfig } from "@kubernetes/client-node";
 import { switchyardOperatorClient } from "../../proto/api/v1alpha1/index.js";
 import { startClusterSet, type ClusterSet, type ClusterUser, type TestCluster } from "./cluster-set.js";
+import { APP_PORT, createDemo, demoApp, TRAFFIC_OFFSET, type AppRequest } from "./demo-workload.js";
 import { chartDir, Helm } from "./helm.js";
 import { writeKubeconfig } from "./kubeconfig.js";
-import { runPods } from "./kubelet.js";
 import { freePorts } from "./ports.js";
-import { killReferencing } from "./processes.js";
+import { EmbeddedStackError, startFailure } from "./stack-start-failure.js";
+import { envRoot, killReferencing, ProcessGroupDir } from "./processes.js";
 import { launch, tsx, type LaunchedProcess, type LogLine } from "../support/launch.js";
 import { eventually } from "../support/poll.js";
 
+export { APP_PORT, TRAFFIC_OFFSET, EmbeddedStackError };
 export const STACK_NAMESPACE = "switchyard";
 const AUDIENCE = "switchyard-route-discovery";
-/** The demo app's container port; each cluster's agent takes its traffic on APP_PORT + TRAFFIC_OFFSET. */
-export const APP_PORT = 8080;
-export const TRAFFIC_OFFSET = 10_000;
 
 export interface EmbeddedStackOptions {
   /** Workload clusters; the first is the Default cluster (default ["east", "west"]). */
   workloadClusters?: string[];
   /** Routers on the Primary (default 2, so clients can fail over). */
   primaryRouters?: number;
-  /** Where process logs go (default: a temp directory, removed by stop()). */
+  /** Where process logs go (default: `logs/` in the stack's own directory, removed by stop()). */
   logDir?: string;
+  /**
+   * When the start fails, keep the stack's directory (its logs) for a person to read; the
+   * next start's sweep removes it (default false: everything is removed).
+   */
+  keepLogsOnFailure?: boolean;
   /** Extra env vars of the demo Deployment. */
   demoEnv?: Record<string, string>;
+  /**
+   * Told when a component (control plane, router) exits on its own once started — not when
+   * stop() or killPrimaryRouter() ends it: a person running the stack must hear of it.
+   */
+  onComponentExit?: (name: string, status: number | string, logFile: string) => void;
 }
 
 export interface WorkloadClusterHandle {
@@ -58,11 +63,7 @@ export interface WorkloadClusterHandle {
   trafficUrl: string;
   routerUrl: string;
   /** Requests the demo app answered, newest last. */
-  appRequests: Array<{
-    method: string;
-    path: string;
-    headers: Record<string, string | string[] | undefined>;
-  }>;
+  appRequests: AppRequest[];
 }
 
 export interface EmbeddedStack {
@@ -72,6 +73,8 @@ export interface EmbeddedStack {
   workloads: Record<string, WorkloadClusterHandle>;
   /** A developer allowed to open sessions in namespace "default" on the Primary. */
   developer: ClusterUser;
+  /** The stack's own directory (tokens, kubeconfigs, helm home, default logs); removed by stop(). */
+  dir: string;
   logDir: string;
   /** Process agents' records and logs, one folder per workload cluster (under logDir when one was given). */
   agentsDir: string;
@@ -79,10 +82,21 @@ export interface EmbeddedStack {
   developerCliArgs: string[];
   /** Kills one Primary router (by index) — to exercise client reconnects. */
   killPrimaryRouter(index: number): Promise<void>;
+  /** Stops every process and removes every file of the stack. Safe to call twice (same promise). */
   stop(): Promise<void>;
 }
 
 type Proc = LaunchedProcess<unknown>;
+
+/** What the component starters share: where they are recorded, listed and logged. */
+interface Components {
+  group: ProcessGroupDir;
+  procs: Proc[];
+  logDir: string;
+  /** Components ended on purpose (stop, a killed router): their exit is no news. */
+  ended: Set<Proc>;
+  onExit: EmbeddedStackOptions["onComponentExit"];
+}
 
 const b64 = (s: string) => Buffer.from(s).toString("base64");
 
@@ -95,68 +109,40 @@ async function token(kc: KubeConfig, sa: string, audiences: string[] = []): Prom
   return tr.status!.token;
 }
 
-/** Starts one component from its entry point into `procs`, logging to `<logDir>/<name>.log`. */
+/** Starts one component from its entry point, recorded in the stack's group, logging to `<logDir>/<name>.log`. */
 function startProcess<R = true>(
-  procs: Proc[],
+  c: Components,
   name: string,
   script: string,
   args: string[],
-  logDir: string,
   ready?: (p: LaunchedProcess<unknown>) => R | undefined,
 ): Promise<LaunchedProcess<R>> {
-  const logFile = join(logDir, `${name}.log`);
+  const logFile = join(c.logDir, `${name}.log`);
   writeFileSync(logFile, ""); // a fresh log per run, also in a caller's logDir
   return launch<R>({
     name,
     ...tsx(script, args),
+    group: c.group,
     logFile,
     // Long-lived: keep the newest log lines only.
     maxLogLines: 2000,
     ...(ready ? { ready } : {}),
     readyTimeoutMs: 90_000,
     readyIntervalMs: 100,
-    onStart: (p) => procs.push(p),
+    onStart: (p) => {
+      c.procs.push(p);
+      void p.exited.then((status) => {
+        if (!c.ended.has(p)) c.onExit?.(name, status, logFile);
+      });
+    },
   });
 }
 
 /** A control plane, ready once it logs "control plane started" (that line carries its gRPC URL). */
-function startControlPlane(
-  procs: Proc[],
-  name: string,
-  args: string[],
-  logDir: string,
-): Promise<LaunchedProcess<LogLine>> {
-  return startProcess(procs, name, "control-plane/src/main.ts", args, logDir, (p) =>
+function startControlPlane(c: Components, name: string, args: string[]): Promise<LaunchedProcess<LogLine>> {
+  return startProcess(c, name, "control-plane/src/main.ts", args, (p) =>
     p.logs.find((l) => l.msg === "control plane started"),
   );
-}
-
-function demoApp(
-  cluster: string,
-  host: string,
-  requests: WorkloadClusterHandle["appRequests"],
-): Promise<Server> {
-  const server = createServer((req, res) => {
-    let body = "";
-    req.on("data", (c: Buffer) => (body += c.toString()));
-    req.on("end", () => {
-      requests.push({ method: req.method ?? "GET", path: req.url ?? "/", headers: req.headers });
-      res.setHeader("x-served-by", `app-${cluster}`);
-      res.end(`hello from the ${cluster} app: ${req.method} ${req.url}${body ? ` ${body}` : ""}\n`);
-    });
-  });
-  return new Promise((resolvePromise, reject) => {
-    server.once("error", (err: NodeJS.ErrnoException) =>
-      reject(
-        err.code === "EADDRINUSE"
-          ? new Error(
-              `${host}:${APP_PORT} is taken: another embedded stack is running on this machine; stop it first`,
-            )
-          : err,
-      ),
-    );
-    server.listen(APP_PORT, host, () => resolvePromise(server));
-  });
 }
 
 async function installChart(helm: Helm, c: TestCluster, values: object): Promise<void> {
@@ -219,43 +205,6 @@ async function grantDeveloper(kc: KubeConfig): Promise<void> {
   });
 }
 
-async function createDemo(kc: KubeConfig, cluster: string, env: Record<string, string>): Promise<void> {
-  const core = kc.makeApiClient(CoreV1Api);
-  await core.createNamespacedConfigMap({
-    namespace: "default",
-    body: { metadata: { name: "demo-config" }, data: { "settings.yaml": `cluster: ${cluster}\n` } },
-  });
-  await kc.makeApiClient(AppsV1Api).createNamespacedDeployment({
-    namespace: "default",
-    body: {
-      metadata: { name: "demo" },
-      spec: {
-        replicas: 1,
-        selector: { matchLabels: { app: "demo" } },
-        template: {
-          metadata: { labels: { app: "demo" } },
-          spec: {
-            containers: [
-              {
-                name: "demo",
-                image: "example.invalid/demo:1",
-                ports: [{ containerPort: APP_PORT }],
-                env: [
-                  { name: "CLUSTER_NAME", value: cluster },
-                  ...Object.entries(env).map(([name, value]) => ({ name, value })),
-                ],
-                volumeMounts: [{ name: "config", mountPath: "/etc/demo" }],
-              },
-            ],
-            volumes: [{ name: "config", configMap: { name: "demo-config" } }],
-          },
-        },
-      },
-    },
-  });
-  await runPods(kc, "default", "app=demo", 1);
-}
-
 /** Kills the agents a process provisioner recorded under `dir` (one sub-directory per cluster). */
 function killRecordedAgents(dir: string): void {
   if (!existsSync(dir)) return;
@@ -274,213 +223,235 @@ function killRecordedAgents(dir: string): void {
 export async function startEmbeddedStack(options: EmbeddedStackOptions = {}): Promise<EmbeddedStack> {
   const workloadNames = options.workloadClusters ?? ["east", "west"];
   if (workloadNames.length === 0) throw new Error("workloadClusters: name at least one workload cluster");
-  const ownLogDir = options.logDir === undefined;
-  const logDir = options.logDir ?? mkdtempSync(join(tmpdir(), "switchyard-embedded-"));
+  const group = new ProcessGroupDir(
+    join(envRoot(), `stack-${process.pid}-${randomBytes(4).toString("hex")}`),
+  );
+  const logDir = options.logDir ?? join(group.dir, "logs");
   mkdirSync(logDir, { recursive: true });
-  const set = await startClusterSet({ clusters: ["primary", ...workloadNames] });
   // Process agents outlive a control-plane restart by design; the stack owns them and kills
-  // what their records name when it stops. With a caller's logDir their logs stay there too.
-  const agentDir = join(ownLogDir ? set.dir : logDir, "agents");
-  const procs: Proc[] = [];
+  // what their records name when it stops. With a caller's logDir their logs stay there too,
+  // so records of an earlier run there are cleared first (their pids may name strangers now).
+  const agentDir = join(options.logDir ?? group.dir, "agents");
+  rmSync(agentDir, { recursive: true, force: true });
+  const c: Components = { group, procs: [], logDir, ended: new Set(), onExit: options.onComponentExit };
   const apps: Server[] = [];
-  const helm = await Helm.create();
-  const stop = async () => {
-    await Promise.all(procs.map((p) => p.stop()));
-    killRecordedAgents(agentDir);
-    await killReferencing(set.dir); // agents whose records were lost in a race with their member
-    await Promise.all(apps.map((a) => new Promise((r) => (a.closeAllConnections(), a.close(r)))));
-    helm.close();
-    await set.stop();
-    if (ownLogDir) rmSync(logDir, { recursive: true, force: true });
-  };
+  let set: ClusterSet | undefined;
+  let helm: Helm | undefined;
+  let keepDir = false;
+  let stopping: Promise<void> | undefined;
+  const stop = () =>
+    (stopping ??= (async () => {
+      for (const p of c.procs) c.ended.add(p);
+      await Promise.all(c.procs.map((p) => p.stop()));
+      killRecordedAgents(agentDir);
+      // Agents whose records were lost in a race with their member name the set's files.
+      if (set) await killReferencing(set.dir);
+      await killReferencing(group.dir);
+      await Promise.all(apps.map((a) => new Promise((r) => (a.closeAllConnections(), a.close(r)))));
+      helm?.close();
+      await set?.stop();
+      if (!keepDir) group.remove();
+    })());
   try {
-    const primary = set.get("primary");
-    const ports = await freePorts((options.primaryRouters ?? 2) + workloadNames.length);
-    const primaryRouterPorts = ports.slice(0, options.primaryRouters ?? 2);
-    const workloads: Record<string, WorkloadClusterHandle> = {};
-    workloadNames.forEach((name, i) => {
-      const ip = `127.0.0.${i + 2}`;
-      workloads[name] = {
-        name,
-        cluster: set.get(name),
-        ip,
-        appUrl: `http://${ip}:${APP_PORT}`,
-        trafficUrl: `http://${ip}:${APP_PORT + TRAFFIC_OFFSET}`,
-        routerUrl: `ws://127.0.0.1:${ports[primaryRouterPorts.length + i]}`,
-        appRequests: [],
-      };
+    helm = await Helm.create(join(group.dir, "helm"));
+    // The clusters log beside the components: a failed start's logs are kept together.
+    set = await startClusterSet({
+      clusters: ["primary", ...workloadNames],
+      logDir: join(logDir, "clusters"),
     });
-
-    // Workload clusters: the chart in member mode, then a token for the identity the Primary uses.
-    const remoteTokens: Record<string, string> = {};
-    await Promise.all(
-      Object.values(workloads).map(async (w) => {
-        await installChart(helm, w.cluster, {
-          multiClusterMember: true,
-          multiCluster: { clusterName: w.name },
-        });
-        remoteTokens[w.name] = await token(w.cluster.kubeConfig(), "switchyard-primary");
-      }),
-    );
-    // The Primary: management-only, the first workload cluster is the Default.
-    await installChart(helm, primary, {
-      multiCluster: {
-        enabled: true,
-        clusterName: "primary",
-        managementOnly: true,
-        defaultCluster: workloadNames[0],
-        clusters: Object.fromEntries(
-          Object.values(workloads).map((w) => [
-            w.name,
-            {
-              authType: "bearerToken",
-              server: w.cluster.server,
-              caData: b64(w.cluster.caPem),
-              namespace: STACK_NAMESPACE,
-              token: remoteTokens[w.name],
-            },
-          ]),
-        ),
-      },
-    });
-    await grantDeveloper(primary.kubeConfig());
-
-    // Demo workload and its stand-in app in every workload cluster.
-    await Promise.all(
-      Object.values(workloads).map(async (w) => {
-        apps.push(await demoApp(w.name, w.ip, w.appRequests));
-        await createDemo(w.cluster.kubeConfig(), w.name, options.demoEnv ?? {});
-      }),
-    );
-
-    const leader = [
-      "--leader-lease-duration-seconds=4",
-      "--leader-renew-deadline-seconds=3",
-      "--leader-retry-period-seconds=1",
-    ];
-    const common = (c: TestCluster, cpKubeconfig: string) => [
-      `--kubeconfig=${cpKubeconfig}`,
-      `--namespace=${STACK_NAMESPACE}`,
-      `--cluster-name=${c.name}`,
-      `--identity=${c.name}-control-plane-0`,
-      "--grpc-listen=127.0.0.1:0",
-      "--metrics-listen=127.0.0.1:0",
-      "--grpc-plaintext",
-      `--router-service-account=${STACK_NAMESPACE}/switchyard-router`,
-      `--router-token-audience=${AUDIENCE}`,
-      "--health-check-interval-seconds=5",
-      ...leader,
-    ];
-    const routerFor = async (c: TestCluster, name: string, port: number, grpcUrl: string) => {
-      const tokFile = join(logDir, `${name}.token`);
-      writeFileSync(tokFile, await token(c.kubeConfig(), "switchyard-router", [AUDIENCE]), { mode: 0o600 });
-      return startProcess(
-        procs,
-        name,
-        "data-plane/router/src/main.ts",
-        [
-          `--listen=127.0.0.1:${port}`,
-          `--control-plane=${grpcUrl}`,
-          "--control-plane-plaintext",
-          `--token-file=${tokFile}`,
-          `--router-id=${name}`,
-          `--log-level=${process.env.SWITCHYARD_STACK_LOG_LEVEL ?? "info"}`,
-        ],
-        logDir,
-      );
-    };
-
-    // Member control planes and gateway routers.
-    await Promise.all(
-      Object.values(workloads).map(async (w) => {
-        const kc = tokenKubeconfig(
-          logDir,
-          w.cluster,
-          "control-plane",
-          await token(w.cluster.kubeConfig(), "switchyard-control-plane"),
-        );
-        const cp = await startControlPlane(
-          procs,
-          `${w.name}-control-plane`,
-          [
-            "--mode=member",
-            ...common(w.cluster, kc),
-            `--router-endpoint=${w.routerUrl}`,
-            "--agent-provisioner=process",
-            // Agents read their pod with the cluster admin's kubeconfig here; in a cluster they use the pod's ServiceAccount.
-            `--agent-kubeconfig=${w.cluster.adminKubeconfigPath}`,
-            `--agent-outbound-bind=${w.ip}`,
-            `--agent-extra-arg=--app-host=${w.ip}`,
-            `--agent-extra-arg=--traffic-host=${w.ip}`,
-            `--agent-traffic-port-offset=${TRAFFIC_OFFSET}`,
-            `--agent-state-dir=${join(agentDir, w.name)}`,
-          ],
-          logDir,
-        );
-        await routerFor(
-          w.cluster,
-          `${w.name}-router`,
-          Number(new URL(w.routerUrl).port),
-          cp.ready.grpc as string,
-        );
-      }),
-    );
-
-    // The Primary's control plane and routers.
-    const primaryKc = tokenKubeconfig(
-      logDir,
-      primary,
-      "control-plane",
-      await token(primary.kubeConfig(), "switchyard-control-plane"),
-    );
-    const cp = await startControlPlane(
-      procs,
-      "primary-control-plane",
-      [
-        "--mode=primary",
-        ...common(primary, primaryKc),
-        `--router-endpoint=ws://127.0.0.1:${primaryRouterPorts[0]}`,
-      ],
-      logDir,
-    );
-    const primaryRouters: Proc[] = [];
-    for (const [i, port] of primaryRouterPorts.entries()) {
-      primaryRouters.push(await routerFor(primary, `primary-router-${i}`, port, cp.ready.grpc as string));
-    }
-    // Ready for users once the Primary advertises its router endpoint (the CLI reads it).
-    const operators = switchyardOperatorClient(primary.kubeConfig());
-    await eventually(
-      "the Primary to publish its router endpoint",
-      async () => (await operators.get({ name: "operator" }))?.status?.routerEndpoint,
-      { timeoutMs: 60_000, intervalMs: 200 },
-    );
-    const developer = await primary.mintUser("developer", ["developers"]);
-    return {
-      set,
-      primary,
-      primaryRouterUrls: primaryRouterPorts.map((p) => `ws://127.0.0.1:${p}`),
-      workloads,
-      developer,
-      logDir,
-      agentsDir: agentDir,
-      developerCliArgs: [
-        "--kubeconfig",
-        developer.kubeconfigPath,
-        "-n",
-        "default",
-        "-t",
-        "deployment/demo",
-        ...primaryRouterPorts.flatMap((p) => ["--router", `ws://127.0.0.1:${p}`]),
-      ],
-      killPrimaryRouter: async (index) => {
-        const p = primaryRouters[index];
-        if (!p) throw new Error(`no primary router ${index}`);
-        await p.stop(0, "SIGKILL");
-      },
-      stop,
-    };
+    const stack = await install(set, helm, c, apps, agentDir, workloadNames, options);
+    return { ...stack, dir: group.dir, logDir, agentsDir: agentDir, stop };
   } catch (err) {
+    // The processes started so far may still be starting; SIGKILL them before the ordered stop.
+    for (const p of c.procs) {
+      c.ended.add(p);
+      p.kill("SIGKILL");
+    }
+    keepDir = options.keepLogsOnFailure === true && options.logDir === undefined;
     await stop();
-    throw err;
+    throw startFailure(err, logDir, options.logDir !== undefined ? "caller's" : keepDir ? "kept" : "removed");
   }
+}
+
+type Installed = Omit<EmbeddedStack, "dir" | "logDir" | "agentsDir" | "stop">;
+
+/** Everything after the clusters are up: chart, demo workload, control planes, routers. */
+async function install(
+  set: ClusterSet,
+  helm: Helm,
+  c: Components,
+  apps: Server[],
+  agentDir: string,
+  workloadNames: string[],
+  options: EmbeddedStackOptions,
+): Promise<Installed> {
+  const primary = set.get("primary");
+  const ports = await freePorts((options.primaryRouters ?? 2) + workloadNames.length);
+  const primaryRouterPorts = ports.slice(0, options.primaryRouters ?? 2);
+  const workloads: Record<string, WorkloadClusterHandle> = {};
+  workloadNames.forEach((name, i) => {
+    const ip = `127.0.0.${i + 2}`;
+    workloads[name] = {
+      name,
+      cluster: set.get(name),
+      ip,
+      appUrl: `http://${ip}:${APP_PORT}`,
+      trafficUrl: `http://${ip}:${APP_PORT + TRAFFIC_OFFSET}`,
+      routerUrl: `ws://127.0.0.1:${ports[primaryRouterPorts.length + i]}`,
+      appRequests: [],
+    };
+  });
+  // Secrets of the stack (tokens, token kubeconfigs) stay in its own directory, never in a caller's logDir.
+  const secrets = c.group.dir;
+
+  // Workload clusters: the chart in member mode, then a token for the identity the Primary uses.
+  const remoteTokens: Record<string, string> = {};
+  await Promise.all(
+    Object.values(workloads).map(async (w) => {
+      await installChart(helm, w.cluster, {
+        multiClusterMember: true,
+        multiCluster: { clusterName: w.name },
+      });
+      remoteTokens[w.name] = await token(w.cluster.kubeConfig(), "switchyard-primary");
+    }),
+  );
+  // The Primary: management-only, the first workload cluster is the Default.
+  await installChart(helm, primary, {
+    multiCluster: {
+      enabled: true,
+      clusterName: "primary",
+      managementOnly: true,
+      defaultCluster: workloadNames[0],
+      clusters: Object.fromEntries(
+        Object.values(workloads).map((w) => [
+          w.name,
+          {
+            authType: "bearerToken",
+            server: w.cluster.server,
+            caData: b64(w.cluster.caPem),
+            namespace: STACK_NAMESPACE,
+            token: remoteTokens[w.name],
+          },
+        ]),
+      ),
+    },
+  });
+  await grantDeveloper(primary.kubeConfig());
+
+  // Demo workload and its stand-in app in every workload cluster.
+  await Promise.all(
+    Object.values(workloads).map(async (w) => {
+      apps.push(await demoApp(w.name, w.ip, w.appRequests));
+      await createDemo(w.cluster.kubeConfig(), w.name, options.demoEnv ?? {});
+    }),
+  );
+
+  const leader = [
+    "--leader-lease-duration-seconds=4",
+    "--leader-renew-deadline-seconds=3",
+    "--leader-retry-period-seconds=1",
+  ];
+  const common = (cl: TestCluster, cpKubeconfig: string) => [
+    `--kubeconfig=${cpKubeconfig}`,
+    `--namespace=${STACK_NAMESPACE}`,
+    `--cluster-name=${cl.name}`,
+    `--identity=${cl.name}-control-plane-0`,
+    "--grpc-listen=127.0.0.1:0",
+    "--metrics-listen=127.0.0.1:0",
+    "--grpc-plaintext",
+    `--router-service-account=${STACK_NAMESPACE}/switchyard-router`,
+    `--router-token-audience=${AUDIENCE}`,
+    "--health-check-interval-seconds=5",
+    ...leader,
+  ];
+  const routerFor = async (cl: TestCluster, name: string, port: number, grpcUrl: string) => {
+    const tokFile = join(secrets, `${name}.token`);
+    writeFileSync(tokFile, await token(cl.kubeConfig(), "switchyard-router", [AUDIENCE]), { mode: 0o600 });
+    return startProcess(c, name, "data-plane/router/src/main.ts", [
+      `--listen=127.0.0.1:${port}`,
+      `--control-plane=${grpcUrl}`,
+      "--control-plane-plaintext",
+      `--token-file=${tokFile}`,
+      `--router-id=${name}`,
+      `--log-level=${process.env.SWITCHYARD_STACK_LOG_LEVEL ?? "info"}`,
+    ]);
+  };
+
+  // Member control planes and gateway routers.
+  await Promise.all(
+    Object.values(workloads).map(async (w) => {
+      const kc = tokenKubeconfig(
+        secrets,
+        w.cluster,
+        "control-plane",
+        await token(w.cluster.kubeConfig(), "switchyard-control-plane"),
+      );
+      const cp = await startControlPlane(c, `${w.name}-control-plane`, [
+        "--mode=member",
+        ...common(w.cluster, kc),
+        `--router-endpoint=${w.routerUrl}`,
+        "--agent-provisioner=process",
+        // Agents read their pod with the cluster admin's kubeconfig here; in a cluster they use the pod's ServiceAccount.
+        `--agent-kubeconfig=${w.cluster.adminKubeconfigPath}`,
+        `--agent-outbound-bind=${w.ip}`,
+        `--agent-extra-arg=--app-host=${w.ip}`,
+        `--agent-extra-arg=--traffic-host=${w.ip}`,
+        `--agent-traffic-port-offset=${TRAFFIC_OFFSET}`,
+        `--agent-state-dir=${join(agentDir, w.name)}`,
+      ]);
+      await routerFor(
+        w.cluster,
+        `${w.name}-router`,
+        Number(new URL(w.routerUrl).port),
+        cp.ready.grpc as string,
+      );
+    }),
+  );
+
+  // The Primary's control plane and routers.
+  const primaryKc = tokenKubeconfig(
+    secrets,
+    primary,
+    "control-plane",
+    await token(primary.kubeConfig(), "switchyard-control-plane"),
+  );
+  const cp = await startControlPlane(c, "primary-control-plane", [
+    "--mode=primary",
+    ...common(primary, primaryKc),
+    `--router-endpoint=ws://127.0.0.1:${primaryRouterPorts[0]}`,
+  ]);
+  const primaryRouters: Proc[] = [];
+  for (const [i, port] of primaryRouterPorts.entries()) {
+    primaryRouters.push(await routerFor(primary, `primary-router-${i}`, port, cp.ready.grpc as string));
+  }
+  // Ready for users once the Primary advertises its router endpoint (the CLI reads it).
+  const operators = switchyardOperatorClient(primary.kubeConfig());
+  await eventually(
+    "the Primary to publish its router endpoint",
+    async () => (await operators.get({ name: "operator" }))?.status?.routerEndpoint,
+    { timeoutMs: 60_000, intervalMs: 200 },
+  );
+  const developer = await primary.mintUser("developer", ["developers"]);
+  return {
+    set,
+    primary,
+    primaryRouterUrls: primaryRouterPorts.map((p) => `ws://127.0.0.1:${p}`),
+    workloads,
+    developer,
+    developerCliArgs: [
+      "--kubeconfig",
+      developer.kubeconfigPath,
+      "-n",
+      "default",
+      "-t",
+      "deployment/demo",
+      ...primaryRouterPorts.flatMap((p) => ["--router", `ws://127.0.0.1:${p}`]),
+    ],
+    killPrimaryRouter: async (index) => {
+      const p = primaryRouters[index];
+      if (!p) throw new Error(`no primary router ${index}`);
+      c.ended.add(p);
+      await p.stop(0, "SIGKILL");
+    },
+  };
 }

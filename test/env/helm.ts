@@ -2,7 +2,7 @@
 // objects, in a private HELM_* home so tests never read or write the developer's helm state.
 // Also parses rendered manifests, so tests assert on objects rather than on text.
 import { execFile } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -26,12 +26,16 @@ export interface Manifest {
 }
 
 export class Helm {
-  private readonly home = mkdtempSync(join(tmpdir(), "switchyard-helm-"));
   private counter = 0;
 
-  static async create(): Promise<Helm> {
+  /** `home`: helm's private HOME (default a fresh temp directory); close() removes it. */
+  private constructor(private readonly home: string) {
+    mkdirSync(home, { recursive: true });
+  }
+
+  static async create(home?: string): Promise<Helm> {
     await ensureBinaries(["helm"]);
-    return new Helm();
+    return new Helm(home ?? mkdtempSync(join(tmpdir(), "switchyard-helm-")));
   }
 
   /** Runs helm with `args`; each entry of `values` becomes a `-f` file (later ones win). */

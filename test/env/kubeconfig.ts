@@ -14,6 +14,8 @@ export interface KubeconfigInput {
   keyPem?: string;
   /** Bearer token auth. */
   token?: string;
+  /** Name to verify the server certificate against when `server` is an address it does not carry. */
+  tlsServerName?: string;
 }
 
 const b64 = (s: string) => Buffer.from(s).toString("base64");
@@ -31,7 +33,11 @@ export function kubeconfigYaml(input: KubeconfigInput): string {
     clusters: [
       {
         name: input.clusterName,
-        cluster: { server: input.server, "certificate-authority-data": b64(input.caPem) },
+        cluster: {
+          server: input.server,
+          "certificate-authority-data": b64(input.caPem),
+          ...(input.tlsServerName ? { "tls-server-name": input.tlsServerName } : {}),
+        },
       },
     ],
     users: [{ name: input.user, user }],

@@ -1,4 +1,4 @@
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, utimesSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { spawn } from "node:child_process";
@@ -57,6 +57,28 @@ describe("processes", () => {
     expect(await sweepOrphans()).toBe(1);
     expect(existsSync(dir)).toBe(false);
     expect(isSameProcessAlive(orphan.pid!, processStartTime(orphan.pid!) ?? "gone")).toBe(false);
+  });
+
+  it("sweeps only its own directories: an old directory of another name stays, however old", async () => {
+    // `npm start` once kept its logs in switchyard-env/embedded-logs: a sweep took it for an
+    // abandoned set and removed it under a running stack (ENOENT on its next kubeconfig).
+    const other = join(root, "switchyard-env", "embedded-logs");
+    const abandoned = join(root, "switchyard-env", "set-abandoned");
+    for (const d of [other, abandoned]) {
+      mkdirSync(d, { recursive: true });
+      const old = new Date(Date.now() - 3600_000);
+      utimesSync(d, old, old);
+    }
+    await sweepOrphans();
+    expect(existsSync(other)).toBe(true);
+    expect(existsSync(abandoned)).toBe(false);
+  });
+
+  it("starts nothing in a group that was removed (stopped, or swept meanwhile)", () => {
+    const group = new ProcessGroupDir(join(root, "switchyard-env", "set-removed"));
+    group.remove();
+    expect(() => group.spawn("late", "sleep", ["60"])).toThrow(/was removed/);
+    expect(existsSync(group.dir)).toBe(false);
   });
 
   it("never kills a reused pid: the start time must match", async () => {

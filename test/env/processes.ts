@@ -4,6 +4,8 @@
 // kills what a dead owner left behind and removes the directory. Exit handlers kill
 // children of a process that exits normally or on a signal; a SIGKILLed owner is
 // cleaned up by the next sweep (the test runner's global teardown, or the next start).
+// The sweep touches only the directories this module names (OWNED_PREFIXES): whatever
+// else lives under envRoot() is not its business, however old.
 import { spawn, type ChildProcess } from "node:child_process";
 import {
   createWriteStream,
@@ -22,6 +24,14 @@ import { dirname, join } from "node:path";
 export function envRoot(): string {
   return join(process.env.SWITCHYARD_ENV_TMPDIR || tmpdir(), "switchyard-env");
 }
+
+/**
+ * Names of the bookkeeping directories under envRoot(): a cluster set, a process's launched
+ * children, an embedded stack. Only these are swept; each holds an owner.json.
+ */
+export const OWNED_PREFIXES = ["set-", "launch-", "stack-"] as const;
+
+const isOwnedName = (entry: string) => OWNED_PREFIXES.some((p) => entry.startsWith(p));
 
 interface Recorded {
   pid: number;
@@ -62,25 +72,41 @@ export function isSameProcessAlive(pid: number, start: string): boolean {
 
 const live = new Set<ChildProcess>();
 let exitHooksInstalled = false;
+let signalsOwned = false;
+
+/** Sends `signal` (default SIGKILL) to every child this process spawned that still runs. */
+export function killChildren(signal: NodeJS.Signals = "SIGKILL"): void {
+  for (const child of live) {
+    try {
+      child.kill(signal);
+    } catch {
+      /* already gone */
+    }
+  }
+}
+
+/**
+ * Declares that this process stops its children itself on SIGINT/SIGTERM/SIGHUP (an ordered
+ * shutdown that removes its directories). Without it, the first such signal kills every
+ * child and is raised again, which ends the process before any asynchronous cleanup could
+ * run — right for a test worker, wrong for an owner that must remove what it created.
+ */
+export function ownSignals(): void {
+  signalsOwned = true;
+}
 
 function installExitHooks(): void {
   if (exitHooksInstalled) return;
   exitHooksInstalled = true;
-  const killAll = () => {
-    for (const child of live) {
-      try {
-        child.kill("SIGKILL");
-      } catch {
-        /* already gone */
-      }
-    }
-  };
-  process.on("exit", killAll);
+  process.on("exit", () => killChildren());
   for (const sig of ["SIGINT", "SIGTERM", "SIGHUP"] as const) {
-    process.once(sig, () => {
-      killAll();
+    const onSignal = () => {
+      if (signalsOwned) return;
+      process.off(sig, onSignal);
+      killChildren();
       process.kill(process.pid, sig);
-    });
+    };
+    process.on(sig, onSignal);
   }
 }
 
@@ -105,7 +131,7 @@ export interface ManagedProcess {
 export interface SpawnOptions {
   env?: NodeJS.ProcessEnv;
   cwd?: string;
-  /** Where stdout and stderr go, appended (default `<dir>/logs/<name>.log`). */
+  /** Where stdout and stderr go, appended (default `<logDir>/<name>.log`). */
   logFile?: string;
   /** Sees every chunk of output as well (a launcher reading log lines). */
   onOutput?: (chunk: Buffer, stream: "stdout" | "stderr") => void;
@@ -115,7 +141,11 @@ export interface SpawnOptions {
 export class ProcessGroupDir {
   private readonly ownerFile: string;
 
-  constructor(readonly dir: string) {
+  /** `logDir`: where children log by default (default `<dir>/logs`). */
+  constructor(
+    readonly dir: string,
+    private readonly logDir = join(dir, "logs"),
+  ) {
     mkdirSync(dir, { recursive: true });
     this.ownerFile = join(dir, "owner.json");
     const owner: OwnerFile = {
@@ -136,7 +166,11 @@ export class ProcessGroupDir {
 
   spawn(name: string, command: string, args: string[], opts: SpawnOptions = {}): ManagedProcess {
     installExitHooks();
-    const logFile = opts.logFile ?? join(this.dir, "logs", `${name}.log`);
+    // A group removed (stopped, or swept) starts nothing: the child would run unrecorded
+    // and its log would recreate the directory. One synchronous check: nothing interleaves.
+    if (!existsSync(this.ownerFile))
+      throw new Error(`not starting ${name}: its process group ${this.dir} was removed (stopped or swept)`);
+    const logFile = opts.logFile ?? join(this.logDir, `${name}.log`);
     mkdirSync(dirname(logFile), { recursive: true });
     const log = createWriteStream(logFile, { flags: "a" });
     const child = spawn(command, args, {
@@ -167,8 +201,10 @@ export class ProcessGroupDir {
     child.on("error", () => {
       /* reported through `exited` */
     });
+    // The log ends when every writer of the child's output is gone, not at its exit: a
+    // process it started may still hold (and write to) the same pipes.
+    child.on("close", () => log.end());
     void exited.then(() => {
-      log.end();
       try {
         this.record((o) => {
           o.processes = o.processes.filter((p) => p.pid !== pid);
@@ -209,7 +245,6 @@ export class ProcessGroupDir {
   }
 }
 
-/** Kills every recorded process of a set directory, waits until they are gone, and removes it. */
 /**
  * Kills processes whose command line names a path under `dir` — what components of a set
  * started on their own (process agents are spawned detached by control planes, so no
@@ -219,9 +254,10 @@ export async function killReferencing(dir: string, wait = true): Promise<number>
   return killWhere((args) => args.some((arg) => arg.includes(`${dir}/`)), wait);
 }
 
-/** Kills processes naming a set directory under `root` that no longer exists (its set was stopped). */
+/** Kills processes naming an owned directory under `root` that no longer exists (it was stopped). */
 function killReferencingRemovedSets(root: string): Promise<number> {
-  const setPath = new RegExp(`${root.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}/(set-[^/]+)/`);
+  const escaped = root.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+  const setPath = new RegExp(`${escaped}/((?:${OWNED_PREFIXES.join("|")})[^/]+)/`);
   return killWhere((args) =>
     args.some((arg) => {
       const m = setPath.exec(arg);
@@ -258,6 +294,7 @@ async function killWhere(match: (args: string[]) => boolean, wait = true): Promi
   return victims.length;
 }
 
+/** Kills every recorded process of a directory, waits until they are gone, and removes it. */
 export async function killRecorded(dir: string): Promise<number> {
   let killed = 0;
   const victims: Recorded[] = [];
@@ -299,7 +336,7 @@ export async function sweepOrphans(opts: { mine?: boolean } = {}): Promise<numbe
   const root = envRoot();
   if (!existsSync(root)) return 0;
   let killed = 0;
-  for (const entry of readdirSync(root)) {
+  for (const entry of readdirSync(root).filter(isOwnedName)) {
     const dir = join(root, entry);
     let owner: OwnerFile | undefined;
     try {
@@ -308,7 +345,12 @@ export async function sweepOrphans(opts: { mine?: boolean } = {}): Promise<numbe
       owner = undefined;
     }
     // A directory without owner.json is either being created right now or abandoned.
-    const abandoned = !owner && Date.now() - statSync(dir).mtimeMs > 30_000;
+    let abandoned: boolean;
+    try {
+      abandoned = !owner && Date.now() - statSync(dir).mtimeMs > 30_000;
+    } catch {
+      continue; // removed meanwhile by its owner or by a concurrent sweep
+    }
     const ownerGone = owner ? !isSameProcessAlive(owner.ownerPid, owner.ownerStart) : abandoned;
     const mine =
       opts.mine === true &&

@@ -1,12 +1,38 @@
 // Pinned versions of the third-party binaries the test environment builds.
 // kube-apiserver, kube-controller-manager and etcd come from the wrapper module in
 // test/env/go (regenerate its go.mod with test/env/go/gen-gomod.sh when bumping
-// `kubernetes`); k6 and helm are `go install`ed at these versions.
+// `kubernetes`); k6, helm and kube-score are `go install`ed at these versions; polaris and
+// dashboard-linter are built from their module's own source at a pinned hash (binaries.ts).
 export const versions = {
   kubernetes: "1.36.3",
   etcd: "3.6.8",
   k6: "1.8.1",
   helm: "4.3.1",
+  /** Cluster DNS of the real nodes (test/env/node), `go install`ed from its module. */
+  coredns: "1.15.0",
+  /** Chart checkers (test/integration/checkers). kube-score: `go install`ed at its release tag. */
+  kubeScore: "1.20.0",
+  /**
+   * Polaris has no release Go can install (its v10 tags lack a /v10 module path), so a
+   * pseudo-version pins commit 47c7deddfd66 (2026-04-01, "polaris libs bump").
+   */
+  polaris: "0.0.0-20260401181752-47c7deddfd66",
+  /**
+   * grafana/dashboard-linter, commit 1765d94aec4a (2024-12-24). Its v0.2.0 tag needs a
+   * grafana/grafana pseudo-version the module proxy does not serve.
+   */
+  dashboardLinter: "0.0.0-20241224134444-1765d94aec4a",
   /** Oldest Go that builds all of the above (Kubernetes 1.36 needs Go 1.26). */
   minimumGo: "1.26.0",
+} as const;
+
+/**
+ * go.sum hashes (h1:, of the module zip) of the modules built from their own source; the build
+ * refuses a download with another hash. Taken from the go.sum of projects that depend on exactly
+ * these versions: FairwindsOps/insights-plugins (polaris) and grafana/terraform-provider-grafana
+ * (dashboard-linter).
+ */
+export const moduleSums = {
+  polaris: "h1:3q+OuVEZ6xowXMVNtEd3XTxEt3X8tyuWZDsaOu72FvU=",
+  dashboardLinter: "h1:wpyAYX8+Rqu0LIEE7zXBR/qjBH4t0yXvqlRGa1wD5rg=",
 } as const;

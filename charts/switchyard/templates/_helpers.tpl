@@ -155,6 +155,45 @@ The control-plane command line. Flags (all documented in charts/README.md):
 - --log-level={{ .Values.router.logLevel }}
 {{- end -}}
 
+{{/*
+Scheduling of one component's pods; call with (dict "root" $ "component" "router" "values" .Values.router).
+"switchyard.affinity" is `affinity` plus, unless it has its own, a podAntiAffinity on the node
+from the podAntiAffinity preset; "switchyard.topologySpread" fills each topologySpread entry's
+label selector with the component's selector labels.
+*/}}
+{{- define "switchyard.affinity" -}}
+{{- $affinity := deepCopy (.values.affinity | default dict) -}}
+{{- if and .values.podAntiAffinity (not (hasKey $affinity "podAntiAffinity")) -}}
+{{- $selector := include "switchyard.selectorLabels" (dict "root" .root "component" .component) | fromYaml -}}
+{{- $term := dict "topologyKey" "kubernetes.io/hostname" "labelSelector" (dict "matchLabels" $selector) -}}
+{{- if eq .values.podAntiAffinity "hard" -}}
+{{- $_ := set $affinity "podAntiAffinity" (dict "requiredDuringSchedulingIgnoredDuringExecution" (list $term)) -}}
+{{- else -}}
+{{- $_ := set $affinity "podAntiAffinity" (dict "preferredDuringSchedulingIgnoredDuringExecution" (list (dict "weight" 100 "podAffinityTerm" $term))) -}}
+{{- end -}}
+{{- end -}}
+{{- with $affinity -}}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end -}}
+{{- end -}}
+
+{{- define "switchyard.topologySpread" -}}
+{{- $root := .root -}}
+{{- $component := .component -}}
+{{- with .values.topologySpread -}}
+topologySpreadConstraints:
+{{- range . }}
+  - maxSkew: {{ int (.maxSkew | default 1) }}
+    topologyKey: {{ .topologyKey }}
+    whenUnsatisfiable: {{ .whenUnsatisfiable | default "ScheduleAnyway" }}
+    labelSelector:
+      matchLabels:
+        {{- include "switchyard.selectorLabels" (dict "root" $root "component" $component) | nindent 8 }}
+{{- end }}
+{{- end -}}
+{{- end -}}
+
 {{/* Pod and container security context shared by both workloads. */}}
 {{- define "switchyard.podSecurityContext" -}}
 runAsNonRoot: true

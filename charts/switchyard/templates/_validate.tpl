@@ -167,6 +167,58 @@ problem is collected and reported at once, like the control plane does.
   {{- end -}}
 {{- end -}}
 
+{{- /* ---- scheduling ---- */ -}}
+{{- range $component := list "controlPlane" "router" -}}
+  {{- $v := index $.Values $component -}}
+  {{- if and (eq $v.podAntiAffinity "hard") (hasKey ($v.affinity | default dict) "podAntiAffinity") -}}
+    {{- $errs = append $errs (printf "%s.podAntiAffinity: is hard, but %s.affinity.podAntiAffinity is set too and would replace it. Fix: set podAntiAffinity: \"\" and keep your own affinity.podAntiAffinity, or remove it" $component $component) -}}
+  {{- end -}}
+  {{- $seen := list -}}
+  {{- range $i, $c := $v.topologySpread -}}
+    {{- $key := printf "%s/%s" $c.topologyKey ($c.whenUnsatisfiable | default "ScheduleAnyway") -}}
+    {{- if has $key $seen -}}
+      {{- $errs = append $errs (printf "%s.topologySpread[%d]: repeats topologyKey %s with whenUnsatisfiable %s, which Kubernetes refuses. Fix: keep one entry per topologyKey and whenUnsatisfiable" $component $i $c.topologyKey ($c.whenUnsatisfiable | default "ScheduleAnyway")) -}}
+    {{- end -}}
+    {{- $seen = append $seen $key -}}
+  {{- end -}}
+{{- end -}}
+
+{{- /* ---- network policies ---- */ -}}
+{{- $np := .Values.networkPolicy -}}
+{{- if $np.enabled -}}
+  {{- if not $np.metricsFrom -}}
+    {{- $errs = append $errs "networkPolicy.metricsFrom: is empty, which a NetworkPolicy reads as \"from anywhere\". Fix: name who scrapes /metrics (e.g. a namespaceSelector of your monitoring namespace), or [{namespaceSelector: {}}] for every namespace" -}}
+  {{- end -}}
+  {{- if not $np.controlPlaneEgress -}}
+    {{- $errs = append $errs "networkPolicy.controlPlaneEgress: is empty, which denies all egress and cuts the control plane off from the Kubernetes API. Fix: keep [{}] (any destination) or list the API servers, DNS and AWS STS it calls" -}}
+  {{- end -}}
+  {{- if not $np.routerEgress -}}
+    {{- $errs = append $errs "networkPolicy.routerEgress: is empty, which denies all egress and cuts the routers off from the control plane and the agents. Fix: keep [{}] (any destination) or list the control plane, the agents' namespaces and other clusters' routers" -}}
+  {{- end -}}
+  {{- $peers := dict -}}
+  {{- range $field := list "metricsFrom" "routerFrom" -}}
+    {{- range $i, $p := index $np $field -}}{{- $_ := set $peers (printf "networkPolicy.%s[%d]" $field $i) $p -}}{{- end -}}
+  {{- end -}}
+  {{- range $field := list "controlPlaneEgress" "routerEgress" -}}
+    {{- range $i, $rule := index $np $field -}}
+      {{- range $j, $p := $rule.to -}}{{- $_ := set $peers (printf "networkPolicy.%s[%d].to[%d]" $field $i $j) $p -}}{{- end -}}
+    {{- end -}}
+  {{- end -}}
+  {{- $cidr := "^([0-9]{1,3}\\.){3}[0-9]{1,3}/[0-9]{1,2}$|^[0-9a-fA-F:]+/[0-9]{1,3}$" -}}
+  {{- range $at := keys $peers | sortAlpha -}}
+    {{- with (get $peers $at).ipBlock -}}
+      {{- if not (regexMatch $cidr .cidr) -}}
+        {{- $errs = append $errs (printf "%s.ipBlock.cidr: %q is not a CIDR. Fix: write an address block like 10.0.0.0/8" $at .cidr) -}}
+      {{- end -}}
+      {{- range $k, $e := .except -}}
+        {{- if not (regexMatch $cidr $e) -}}
+          {{- $errs = append $errs (printf "%s.ipBlock.except[%d]: %q is not a CIDR. Fix: write an address block like 10.1.0.0/16" $at $k $e) -}}
+        {{- end -}}
+      {{- end -}}
+    {{- end -}}
+  {{- end -}}
+{{- end -}}
+
 {{- /* ---- sessions allow-list ---- */ -}}
 {{- range $i, $ns := .Values.sessions.allowedNamespaces -}}
   {{- if not (regexMatch $label $ns) -}}

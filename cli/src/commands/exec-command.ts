@@ -6,8 +6,9 @@
 // 4. runs CMD with that environment and the proxy variables.
 // CMD's exit code becomes the CLI's and the session is deleted on exit. If the session is
 // lost for good (reconnects exhausted, or it was deleted), CMD is stopped and the CLI
-// exits non-zero saying why: a process is never left running silently disconnected.
-import { spawn, type ChildProcess } from "node:child_process";
+// exits non-zero saying why: a process is never left running silently disconnected — nor
+// after the CLI itself is gone (local-command.ts: CMD's process group, a watchdog, and a
+// parent-death signal on Linux).
 import { constants as osConstants } from "node:os";
 import type { KubeConfig } from "@kubernetes/client-node";
 import { CliError, CliErrorCode } from "../sdk/cli-errors.js";
@@ -18,6 +19,7 @@ import type { SessionConfig } from "../sdk/local/session-config.js";
 import type { SessionClientOptions } from "../sdk/session/session-client.js";
 import { TrafficDelivery } from "../sdk/local/traffic-delivery.js";
 import { openCommandSession } from "./command-session.js";
+import { startLocalCommand, type LocalCommand } from "./local-command.js";
 import type { Out } from "./output.js";
 
 /** Variables that describe the local machine, not the app: kept from the local environment. */
@@ -40,8 +42,6 @@ export const LOCAL_ONLY_ENV = new Set([
 
 /** Exit code when the session was lost while CMD ran. */
 export const EXIT_SESSION_LOST = 75;
-/** How long CMD gets between SIGTERM and SIGKILL when the session is lost. */
-const KILL_GRACE_MS = 5000;
 
 export interface ExecOptions {
   command: string[];
@@ -175,22 +175,22 @@ async function runWithSession(
 
   const env = childEnvironment(o.baseEnv ?? process.env, remoteEnv, proxy?.urls(), session.id);
   const [cmd, ...args] = o.command as [string, ...string[]];
-  const child = spawn(cmd, args, { stdio: "inherit", env });
-  return await superviseChild(child, client, cmd, warn);
+  const command = startLocalCommand(cmd, args, { env, warn });
+  return await superviseChild(command, client, cmd, warn);
 }
 
-/** Waits for CMD; forwards SIGINT/SIGTERM; stops it when the session is lost. */
+/** Waits for CMD; forwards SIGINT/SIGTERM to its group; stops it when the session is lost. */
 function superviseChild(
-  child: ChildProcess,
+  command: LocalCommand,
   client: Session["client"],
   cmd: string,
   warn: (t: string) => void,
 ): Promise<number> {
+  const child = command.child;
   return new Promise<number>((resolve) => {
     let lost: CliError | undefined;
-    let killTimer: NodeJS.Timeout | undefined;
     const forward = (sig: NodeJS.Signals) => () => {
-      if (child.exitCode === null) child.kill(sig);
+      if (child.exitCode === null && child.signalCode === null) command.signal(sig);
     };
     const onInt = forward("SIGINT");
     const onTerm = forward("SIGTERM");
@@ -200,16 +200,14 @@ function superviseChild(
       lost = err;
       warn(`${err.message}`);
       warn(`stopping ${cmd}: it must not keep running without its session`);
-      child.kill("SIGTERM");
-      killTimer = setTimeout(() => child.kill("SIGKILL"), KILL_GRACE_MS);
+      command.takeDown();
     };
     client.on("lost", onLost);
     const done = (code: number) => {
-      clearTimeout(killTimer);
       process.off("SIGINT", onInt);
       process.off("SIGTERM", onTerm);
       client.off("lost", onLost);
-      resolve(code);
+      void command.finish().then(() => resolve(code));
     };
     child.once("error", (err) => {
       warn(`cannot run ${cmd}: ${err.message}`);

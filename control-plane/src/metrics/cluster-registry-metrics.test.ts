@@ -30,4 +30,21 @@ describe("ClusterRegistryMetrics", () => {
     expect(text).toContain("switchyard_control_plane_leader 1");
     expect(text).toContain('switchyard_remote_cluster_check_duration_seconds_count{cluster="east"} 1');
   });
+
+  it("publishes renewals from 0 for every configured auth type that renews, not for mtls", async () => {
+    const m = new ClusterRegistryMetrics();
+    m.setStateProvider(() => ({
+      leader: false,
+      clusters: [
+        { cluster: "east", authType: "bearerToken", connected: true },
+        { cluster: "onprem", authType: "mtls", connected: true },
+      ],
+    }));
+    const text = await m.registry.metrics();
+    for (const outcome of ["success", "failure"])
+      expect(text).toContain(
+        `switchyard_remote_credential_renewals_total{auth_type="bearerToken",outcome="${outcome}"} 0`,
+      );
+    expect(text).not.toMatch(/renewals_total\{auth_type="(mtls|eks)"/);
+  });
 });

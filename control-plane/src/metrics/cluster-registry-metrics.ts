@@ -6,6 +6,9 @@
 import { Counter, Gauge, Histogram, Registry } from "prom-client";
 import type { AuthType } from "../config/cluster-config.js";
 
+/** Auth types whose credentials are renewed (mtls certificates are not). */
+const RENEWED: readonly AuthType[] = ["bearerToken", "eks"];
+
 export interface ClusterMetricState {
   cluster: string;
   authType: AuthType;
@@ -59,9 +62,14 @@ export class ClusterRegistryMetrics {
       registers: [registry],
       collect() {
         this.reset();
-        for (const [key, n] of renewals) {
+        // Configured auth types that renew are published from 0: "no renewals yet" is a value.
+        const keys = new Set(renewals.keys());
+        for (const c of state().clusters)
+          if (RENEWED.includes(c.authType))
+            for (const o of ["success", "failure"]) keys.add(`${c.authType}/${o}`);
+        for (const key of keys) {
           const [auth_type, outcome] = key.split("/") as [string, string];
-          this.inc({ auth_type, outcome }, n);
+          this.inc({ auth_type, outcome }, renewals.get(key) ?? 0);
         }
       },
     });

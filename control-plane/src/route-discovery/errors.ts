@@ -28,3 +28,18 @@ export class RouterAuthError extends Error {
     this.name = "RouterAuthError";
   }
 }
+
+/**
+ * Ends one router stream with a gRPC status: a protocol violation, a refused router, or a
+ * shutdown. `status` is a @grpc/grpc-js `status` code; the message becomes the status details.
+ */
+export class DiscoveryStreamError extends Error {
+  readonly code = "SWITCHYARD_ROUTE_DISCOVERY_STREAM_ENDED";
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
+    super(message);
+    this.name = "DiscoveryStreamError";
+  }
+}

@@ -3,13 +3,14 @@
 export { RouteSnapshotCache } from "./snapshot-cache.js";
 export type { RouteSnapshot, RouteChanges, RouteSnapshotCacheOptions } from "./snapshot-cache.js";
 export { validateSessionRoute } from "./route-validation.js";
-export { RouteDiscoveryStreamServer, routerTlsPeerKey } from "./stream-server.js";
+export { RouteDiscoveryStreamServer } from "./stream-server.js";
 export type {
   ConnectedRouter,
   LiveSessionsReport,
+  RouteDiscoveryCall,
   RouteDiscoveryStreamServerOptions,
 } from "./stream-server.js";
-export { RouteDiscoveryServer } from "./route-discovery-server.js";
+export { RouteDiscoveryServer, MAX_CONNECTION_AGE_LIMIT_MS } from "./route-discovery-server.js";
 export type { RouteDiscoveryServerOptions } from "./route-discovery-server.js";
 export { RouterAuthenticator } from "./router-authenticator.js";
 export type {
@@ -26,4 +27,4 @@ export type {
   TokenReviewAuthenticatorOptions,
 } from "./token-review-authenticator.js";
 export { RouteDiscoveryMetrics } from "./route-discovery-metrics.js";
-export { RouteValidationError, RouterAuthError } from "./errors.js";
+export { DiscoveryStreamError, RouteValidationError, RouterAuthError } from "./errors.js";

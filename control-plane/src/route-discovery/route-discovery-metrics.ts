@@ -5,6 +5,12 @@
 import { Counter, Gauge, Histogram, Registry } from "prom-client";
 
 export type PushType = "full" | "delta";
+
+/**
+ * The gRPC codes StreamServer.violation ends a router stream with; their counters are published
+ * from 0, so "no protocol errors" is a value, not a missing series.
+ */
+const PROTOCOL_ERROR_CODES = ["INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "RESOURCE_EXHAUSTED"];
 export type AuthResult = "ok" | "unauthenticated" | "permission_denied" | "unavailable";
 
 export class RouteDiscoveryMetrics {
@@ -109,6 +115,7 @@ export class RouteDiscoveryMetrics {
       registers: [registry],
       collect() {
         this.reset();
+        for (const code of PROTOCOL_ERROR_CODES) this.inc({ code }, 0);
         for (const [code, n] of counts.protocolErrors) this.inc({ code }, n);
       },
     });

@@ -1,16 +1,16 @@
-// Protocol tests of the RouteDiscovery server over real gRPC (HTTP/2 + TLS), with routers
+// Protocol tests of the RouteDiscovery server over real gRPC (grpc-js, TLS), with routers
 // authenticated by client certificate. Each test drives a protocol-level stream and the
 // stream helper checks nonce/version invariants on every response it receives.
 import { createHash } from "node:crypto";
 import { create } from "@bufbuild/protobuf";
-import { Code } from "@connectrpc/connect";
+import { status } from "@grpc/grpc-js";
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
 import {
   SessionRouteSchema,
   SessionState,
-  type DiscoveryResponse,
   type SessionRoute,
 } from "../../../proto/gen/route_discovery_pb.js";
+import type { DiscoveryResponse__Output as DiscoveryResponse } from "../../../proto/route-discovery-service.js";
 import {
   createCertificateAuthority,
   type CertificateAuthority,
@@ -229,15 +229,15 @@ describe("RouteDiscovery stream server", () => {
   });
 
   it.each([
-    ["no router_id", [{}], Code.InvalidArgument],
+    ["no router_id", [{}], status.INVALID_ARGUMENT],
     [
       "a nonce never sent",
       [{ routerId: "r" }, { responseNonce: "99", versionInfo: "x" }],
-      Code.InvalidArgument,
+      status.INVALID_ARGUMENT,
     ],
-    ["a nonce that is not ours", [{ routerId: "r" }, { responseNonce: "abc" }], Code.InvalidArgument],
-    ["a changed router_id", [{ routerId: "r" }, { routerId: "other" }], Code.InvalidArgument],
-    ["a NACK without nonce", [{ routerId: "r" }, { errorDetail: { message: "x" } }], Code.InvalidArgument],
+    ["a nonce that is not ours", [{ routerId: "r" }, { responseNonce: "abc" }], status.INVALID_ARGUMENT],
+    ["a changed router_id", [{ routerId: "r" }, { routerId: "other" }], status.INVALID_ARGUMENT],
+    ["a NACK without nonce", [{ routerId: "r" }, { errorDetail: { message: "x" } }], status.INVALID_ARGUMENT],
   ] as const)("ends the stream with a precise status on %s", async (_name, requests, code) => {
     const h = await harness();
     const s = h.open();
@@ -253,14 +253,14 @@ describe("RouteDiscovery stream server", () => {
     s.send({ routerId: "r" });
     const r1 = await s.waitFor(1);
     s.send({ responseNonce: r1.nonce, versionInfo: "made-up" });
-    expect((await s.ended)?.code).toBe(Code.InvalidArgument);
+    expect((await s.ended)?.code).toBe(status.INVALID_ARGUMENT);
   });
 
   it.each([
-    ["no credentials", "none", Code.Unauthenticated],
-    ["a certificate from another CA", "stranger", Code.Unauthenticated],
-    ["a certificate whose CN is not allowed", "forbidden", Code.PermissionDenied],
-    ["a bearer token when tokens are not configured", "token", Code.Unauthenticated],
+    ["no credentials", "none", status.UNAUTHENTICATED],
+    ["a certificate from another CA", "stranger", status.UNAUTHENTICATED],
+    ["a certificate whose CN is not allowed", "forbidden", status.PERMISSION_DENIED],
+    ["a bearer token when tokens are not configured", "token", status.UNAUTHENTICATED],
   ] as const)("refuses a router with %s and sends it nothing", async (_name, who, code) => {
     const h = await harness();
     h.cache.upsert(route("mc-secret"));
@@ -279,7 +279,7 @@ describe("RouteDiscovery stream server", () => {
     h.cache.upsert(route("mc-a")); // a partial table: the initial sync is still running
     const s = h.open();
     s.send({ routerId: "router-1", versionInfo: "some-version" });
-    expect((await s.ended)?.code).toBe(Code.Unavailable);
+    expect((await s.ended)?.code).toBe(status.UNAVAILABLE);
     expect(s.responses).toEqual([]);
     expect(h.streams.metrics.counts.notReady).toBe(1);
 
@@ -328,6 +328,6 @@ describe("RouteDiscovery stream server", () => {
     s.send({ routerId: "router-1" });
     await s.waitFor(1);
     await h.server.close();
-    expect((await s.ended)?.code).toBe(Code.Unavailable);
+    expect((await s.ended)?.code).toBe(status.UNAVAILABLE);
   });
 });

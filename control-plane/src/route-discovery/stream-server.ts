@@ -8,33 +8,23 @@
 // at most one push is unacknowledged; an ACK moves the stream's acked version, a NACK
 // keeps it and waits for the next change; a nonce that is not the outstanding one is
 // stale (ignored, counted); malformed requests end the stream with a precise status.
-import { create } from "@bufbuild/protobuf";
-import {
-  Code,
-  ConnectError,
-  createContextKey,
-  type HandlerContext,
-  type ServiceImpl,
-} from "@connectrpc/connect";
+import { status as Status, type ServerDuplexStream } from "@grpc/grpc-js";
 import { pino, type Logger } from "pino";
 import type { Registry } from "prom-client";
 import { AsyncQueue } from "../../../lib/async-queue.js";
 import { integerIn, OptionError, positive } from "../../../lib/option-error.js";
 import {
-  DiscoveryResponseSchema,
-  type DiscoveryRequest,
+  statusName,
+  type DiscoveryRequest__Output,
   type DiscoveryResponse,
-  type RouteDiscovery,
-} from "../../../proto/gen/route_discovery_pb.js";
-import { RouterAuthError } from "./errors.js";
+} from "../../../proto/route-discovery-service.js";
+import { DiscoveryStreamError, RouterAuthError } from "./errors.js";
 import { RouteDiscoveryMetrics } from "./route-discovery-metrics.js";
 import type { RouterAuthenticator, RouterIdentity, RouterPeer } from "./router-authenticator.js";
 import type { RouteSnapshotCache } from "./snapshot-cache.js";
 
-/** The transport fills this per request (see route-discovery-server.ts). */
-export const routerTlsPeerKey = createContextKey<RouterPeer["clientCertificate"]>(undefined, {
-  description: "TLS client certificate of the router",
-});
+/** One StreamRoutes call as grpc-js hands it to the server. */
+export type RouteDiscoveryCall = ServerDuplexStream<DiscoveryRequest__Output, DiscoveryResponse>;
 
 export interface LiveSessionsReport {
   routerId: string;
@@ -108,9 +98,37 @@ export class RouteDiscoveryStreamServer {
     );
   }
 
-  /** The connect-es service implementation; register it on a ConnectRouter. */
-  get service(): Partial<ServiceImpl<typeof RouteDiscovery>> {
-    return { streamRoutes: (requests, ctx) => this.streamRoutes(requests, ctx) };
+  /**
+   * Serves one StreamRoutes call (the listener's handler, see route-discovery-server.ts).
+   * `clientCertificate` is the TLS client certificate the listener verified, if any.
+   */
+  serve(call: RouteDiscoveryCall, clientCertificate: RouterPeer["clientCertificate"]): void {
+    const requests = new AsyncQueue<DiscoveryRequest__Output>();
+    const cancelled = new AbortController();
+    call.on("data", (req: DiscoveryRequest__Output) => requests.push(req));
+    call.on("end", () => requests.close());
+    call.on("cancelled", () => {
+      cancelled.abort();
+      requests.close();
+    });
+    const peer: RouterPeer = {
+      authorization: metadataText(call.metadata.get("authorization")[0]),
+      clientCertificate,
+    };
+    void (async () => {
+      try {
+        // No write backpressure to handle: at most one push is unacknowledged per stream.
+        for await (const res of this.streamRoutes(requests, peer, cancelled.signal)) call.write(res);
+        if (!cancelled.signal.aborted) call.end();
+      } catch (err) {
+        if (cancelled.signal.aborted) return;
+        const e =
+          err instanceof DiscoveryStreamError
+            ? err
+            : new DiscoveryStreamError(Status.UNKNOWN, err instanceof Error ? err.message : String(err));
+        call.emit("error", { code: e.status, details: e.message });
+      }
+    })();
   }
 
   /** Subscribes to live-session reports (the heartbeat writer consumes these). */
@@ -126,17 +144,14 @@ export class RouteDiscoveryStreamServer {
 
   /** Ends every stream with UNAVAILABLE (shutdown); routers reconnect elsewhere. */
   closeAll(reason = "control plane is shutting down"): void {
-    for (const s of this.streams.values()) s.end(new ConnectError(reason, Code.Unavailable));
+    for (const s of this.streams.values()) s.end(new DiscoveryStreamError(Status.UNAVAILABLE, reason));
   }
 
   private async *streamRoutes(
-    requests: AsyncIterable<DiscoveryRequest>,
-    ctx: HandlerContext,
+    requests: AsyncIterable<DiscoveryRequest__Output>,
+    peer: RouterPeer,
+    signal: AbortSignal,
   ): AsyncGenerator<DiscoveryResponse> {
-    const peer: RouterPeer = {
-      authorization: ctx.requestHeader.get("authorization") ?? undefined,
-      clientCertificate: ctx.values.get(routerTlsPeerKey),
-    };
     let identity: RouterIdentity;
     try {
       identity = await this.authenticator.authenticate(peer);
@@ -149,17 +164,17 @@ export class RouteDiscoveryStreamServer {
       // Typically a replica that is not the leader: its cache is empty, and a full snapshot
       // of it would wipe every router. The router retries and lands on the leader.
       this.metrics.counts.notReady++;
-      throw new ConnectError(
+      throw new DiscoveryStreamError(
+        Status.UNAVAILABLE,
         "this control-plane replica is not serving routes (not the leader, or its first sync is not done); retry",
-        Code.Unavailable,
       );
     }
     const it = requests[Symbol.asyncIterator]();
-    const first = await this.firstRequest(it, ctx.signal);
+    const first = await this.firstRequest(it, signal);
     if (first === undefined) return;
     if (!routerIdFormat.test(first.routerId)) {
       throw this.violation(
-        Code.InvalidArgument,
+        Status.INVALID_ARGUMENT,
         "the first DiscoveryRequest must carry router_id (1-253 characters of [A-Za-z0-9-_.])",
       );
     }
@@ -183,8 +198,15 @@ export class RouteDiscoveryStreamServer {
     try {
       yield* outbox;
     } catch (err) {
-      if (err instanceof ConnectError && err.code !== Code.Unavailable && err.code !== Code.Canceled) {
-        log.warn({ code: Code[err.code], err: err.rawMessage }, "router stream ended by protocol violation");
+      if (
+        err instanceof DiscoveryStreamError &&
+        err.status !== Status.UNAVAILABLE &&
+        err.status !== Status.CANCELLED
+      ) {
+        log.warn(
+          { code: statusName(err.status), err: err.message },
+          "router stream ended by protocol violation",
+        );
       }
       throw err;
     } finally {
@@ -197,16 +219,16 @@ export class RouteDiscoveryStreamServer {
   }
 
   private async firstRequest(
-    it: AsyncIterator<DiscoveryRequest>,
+    it: AsyncIterator<DiscoveryRequest__Output>,
     signal: AbortSignal,
-  ): Promise<DiscoveryRequest | undefined> {
+  ): Promise<DiscoveryRequest__Output | undefined> {
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<never>((_, reject) => {
       timer = setTimeout(
         () =>
           reject(
             this.violation(
-              Code.DeadlineExceeded,
+              Status.DEADLINE_EXCEEDED,
               `no DiscoveryRequest within ${this.firstRequestTimeoutMs} ms of connecting; send router_id first`,
             ),
           ),
@@ -223,9 +245,9 @@ export class RouteDiscoveryStreamServer {
   }
 
   /** Records a protocol violation and returns the error to end the stream with. */
-  violation(code: Code, message: string): ConnectError {
-    this.metrics.protocolError(Code[code] ?? String(code));
-    return new ConnectError(message, code);
+  violation(code: Status, message: string): DiscoveryStreamError {
+    this.metrics.protocolError(statusName(code));
+    return new DiscoveryStreamError(code, message);
   }
 
   emitLiveSessions(report: LiveSessionsReport): void {
@@ -247,18 +269,18 @@ export class RouteDiscoveryStreamServer {
     return this.log;
   }
 
-  private authFailure(err: unknown): ConnectError {
+  private authFailure(err: unknown): DiscoveryStreamError {
     const failure = err instanceof RouterAuthError ? err.failure : "unavailable";
     this.metrics.counts.auth[failure]++;
     const message = err instanceof Error ? err.message : String(err);
     this.log.warn({ failure, reason: message }, "router refused");
     const code =
       failure === "unauthenticated"
-        ? Code.Unauthenticated
+        ? Status.UNAUTHENTICATED
         : failure === "permission_denied"
-          ? Code.PermissionDenied
-          : Code.Unavailable;
-    return new ConnectError(message, code);
+          ? Status.PERMISSION_DENIED
+          : Status.UNAVAILABLE;
+    return new DiscoveryStreamError(code, message);
   }
 }
 
@@ -296,46 +318,46 @@ class DiscoveryStream {
     };
   }
 
-  end(err: ConnectError): void {
+  end(err: DiscoveryStreamError): void {
     this.outbox.fail(err);
   }
 
-  handleFirst(req: DiscoveryRequest): void {
+  handleFirst(req: DiscoveryRequest__Output): void {
     // A nonce on the first request belongs to an earlier stream: nothing to ACK here.
     if (req.responseNonce !== "") this.server.metrics.counts.staleNonces++;
-    if (req.errorDetail !== undefined && req.responseNonce === "") {
-      throw this.server.violation(Code.InvalidArgument, "error_detail (NACK) requires response_nonce");
+    if (req.errorDetail !== null && req.responseNonce === "") {
+      throw this.server.violation(Status.INVALID_ARGUMENT, "error_detail (NACK) requires response_nonce");
     }
     this.ackedVersion = req.versionInfo;
     this.live(req);
     this.pump();
   }
 
-  handle(req: DiscoveryRequest): void {
+  handle(req: DiscoveryRequest__Output): void {
     if (req.routerId !== "" && req.routerId !== this.routerId) {
       throw this.server.violation(
-        Code.InvalidArgument,
+        Status.INVALID_ARGUMENT,
         `router_id changed from "${this.routerId}" to "${req.routerId}" on one stream; open a new stream`,
       );
     }
     this.live(req);
     const nonceText = req.responseNonce;
     if (nonceText === "") {
-      if (req.errorDetail !== undefined) {
-        throw this.server.violation(Code.InvalidArgument, "error_detail (NACK) requires response_nonce");
+      if (req.errorDetail !== null) {
+        throw this.server.violation(Status.INVALID_ARGUMENT, "error_detail (NACK) requires response_nonce");
       }
       return; // a live-session report only
     }
     if (!nonceFormat.test(nonceText)) {
       throw this.server.violation(
-        Code.InvalidArgument,
+        Status.INVALID_ARGUMENT,
         `response_nonce "${nonceText}" was not issued by this server`,
       );
     }
     const nonce = Number(nonceText);
     if (nonce > this.lastNonce) {
       throw this.server.violation(
-        Code.InvalidArgument,
+        Status.INVALID_ARGUMENT,
         `response_nonce ${nonce} was never sent on this stream (last sent ${this.lastNonce})`,
       );
     }
@@ -345,7 +367,7 @@ class DiscoveryStream {
       return;
     }
     this.outstanding = undefined;
-    if (req.errorDetail !== undefined) {
+    if (req.errorDetail !== null) {
       this.server.metrics.counts.nacks++;
       this.nackedVersion = pending.version;
       const message = req.errorDetail.message.slice(0, 1024);
@@ -363,7 +385,7 @@ class DiscoveryStream {
     } else {
       if (req.versionInfo !== pending.version) {
         throw this.server.violation(
-          Code.InvalidArgument,
+          Status.INVALID_ARGUMENT,
           `ACK of nonce ${nonce} carries version "${req.versionInfo}" but that push was version "${pending.version}"`,
         );
       }
@@ -396,29 +418,29 @@ class DiscoveryStream {
     const nonce = ++this.lastNonce;
     this.outstanding = { nonce, version: changes.version, changeAtMs: changes.oldestChangeAtMs };
     this.server.metrics.counts.pushes[changes.full ? "full" : "delta"]++;
-    this.outbox.push(
-      create(DiscoveryResponseSchema, {
-        versionInfo: changes.version,
-        nonce: String(nonce),
-        fullSnapshot: changes.full,
-        upserts: changes.upserts as DiscoveryResponse["upserts"],
-        removes: changes.removes as string[],
-      }),
-    );
+    // The cache's routes go out as they are: the serializer reads their fields (the
+    // protobuf-es message type adds nothing it would encode).
+    this.outbox.push({
+      versionInfo: changes.version,
+      nonce: String(nonce),
+      fullSnapshot: changes.full,
+      upserts: [...changes.upserts],
+      removes: changes.removes as string[],
+    });
   }
 
-  private live(req: DiscoveryRequest): void {
+  private live(req: DiscoveryRequest__Output): void {
     const ls = req.liveSessions;
-    if (ls === undefined) return;
+    if (ls === null) return;
     if (ls.sessionIds.length > this.server.maxLiveSessionsPerReport) {
       throw this.server.violation(
-        Code.ResourceExhausted,
+        Status.RESOURCE_EXHAUSTED,
         `live_sessions lists ${ls.sessionIds.length} sessions; at most ${this.server.maxLiveSessionsPerReport} per report`,
       );
     }
     if (ls.sessionIds.some((id) => id.length === 0 || id.length > 253)) {
       throw this.server.violation(
-        Code.InvalidArgument,
+        Status.INVALID_ARGUMENT,
         "live_sessions.session_ids must be 1-253 characters each",
       );
     }
@@ -430,4 +452,9 @@ class DiscoveryStream {
       sessionIds: ls.sessionIds,
     });
   }
+}
+
+/** A metadata value as text (binary `-bin` values are not credentials). */
+function metadataText(value: string | Buffer | undefined): string | undefined {
+  return typeof value === "string" ? value : undefined;
 }

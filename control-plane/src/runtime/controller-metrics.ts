@@ -7,6 +7,8 @@ import type { ReconcileErrorKind } from "./reconcile-errors.js";
 
 export type ReconcileOutcome = "success" | "requeue" | "error";
 
+const ERROR_KINDS: readonly ReconcileErrorKind[] = ["transient", "terminal", "conflict"];
+
 export class ControllerMetrics {
   readonly registry: Registry;
   readonly #duration: Histogram<"controller" | "result">;
@@ -44,6 +46,8 @@ export class ControllerMetrics {
   /** @internal called by Controller */
   registerQueue(controller: string, depth: () => number): void {
     this.#depthSources.set(controller, depth);
+    // Errors of a running controller are published from 0: "no errors" is a value, not a gap.
+    for (const kind of ERROR_KINDS) this.#errors.inc({ controller, kind }, 0);
   }
 
   /** @internal called by Controller */

@@ -1,19 +1,16 @@
-// The router's RouteDiscovery client against a scripted gRPC server (real HTTP/2 + TLS):
+// The router's RouteDiscovery client against a scripted gRPC server (grpc-js over TLS):
 // hello, ACK/NACK, version resent on reconnect, sink untouched while disconnected, token
-// re-read per connect, live-session reports periodic and on change.
-import { createSecureServer, type Http2SecureServer, type ServerHttp2Session } from "node:http2";
-import type { AddressInfo } from "node:net";
-import { create, type MessageInitShape } from "@bufbuild/protobuf";
-import { Code, ConnectError } from "@connectrpc/connect";
-import { connectNodeAdapter } from "@connectrpc/connect-node";
+// re-read per connect, live-session reports periodic and on change, and a seamless
+// reconnect when the server ends the connection for its age (GOAWAY).
+import { Server, ServerCredentials, status, type ChannelOptions, type StatusObject } from "@grpc/grpc-js";
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
+import { SessionState } from "../../../proto/gen/route_discovery_pb.js";
 import {
-  DiscoveryResponseSchema,
-  RouteDiscovery,
-  SessionState,
-  type DiscoveryRequest,
+  RouteDiscoveryService,
+  type DiscoveryRequest__Output,
   type DiscoveryResponse,
-} from "../../../proto/gen/route_discovery_pb.js";
+  type RouteDiscoveryHandlers,
+} from "../../../proto/route-discovery-service.js";
 import {
   createCertificateAuthority,
   type CertificateAuthority,
@@ -29,81 +26,63 @@ import {
 } from "./route-discovery-client.js";
 
 interface ScriptedStream {
-  authorization: string | null;
-  requests: DiscoveryRequest[];
-  push(res: MessageInitShape<typeof DiscoveryResponseSchema>): void;
-  end(err?: ConnectError): void;
+  authorization: string | undefined;
+  requests: DiscoveryRequest__Output[];
+  push(res: DiscoveryResponse): void;
+  end(err?: Partial<StatusObject>): void;
+  /** Settles when the stream is over, either way. */
+  closed: Promise<void>;
 }
 
+/** A RouteDiscovery server that does what the test says, on real gRPC over TLS. */
 class ScriptedServer {
   readonly streams: ScriptedStream[] = [];
   url = "";
-  private server: Http2SecureServer | undefined;
-  private readonly sessions = new Set<ServerHttp2Session>();
+  private server: Server | undefined;
 
-  async listen(cert: KeyPairPem): Promise<void> {
-    const handler = connectNodeAdapter({
-      routes: (router) =>
-        router.service(RouteDiscovery, {
-          streamRoutes: (requests, ctx) => this.handle(requests, ctx.requestHeader.get("authorization")),
-        }),
-    });
-    const server = createSecureServer({ cert: cert.certPem, key: cert.keyPem }, handler);
-    server.on("session", (s) => {
-      this.sessions.add(s);
-      s.once("close", () => this.sessions.delete(s));
-    });
-    await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  async listen(cert: KeyPairPem, options: ChannelOptions = {}): Promise<void> {
+    const server = new Server(options);
+    const handlers: RouteDiscoveryHandlers = {
+      StreamRoutes: (call) => {
+        let over!: () => void;
+        const closed = new Promise<void>((r) => (over = r));
+        const auth = call.metadata.get("authorization")[0];
+        const stream: ScriptedStream = {
+          authorization: typeof auth === "string" ? auth : undefined,
+          requests: [],
+          push: (res) => call.write(res),
+          end: (err) => (err ? call.emit("error", err) : call.end()),
+          closed,
+        };
+        call.on("data", (r: DiscoveryRequest__Output) => stream.requests.push(r));
+        call.on("cancelled", over);
+        call.on("finish", over);
+        this.streams.push(stream);
+      },
+    };
+    server.addService(RouteDiscoveryService, handlers);
+    const port = await new Promise<number>((resolve, reject) =>
+      server.bindAsync(
+        "127.0.0.1:0",
+        ServerCredentials.createSsl(
+          null,
+          [{ cert_chain: Buffer.from(cert.certPem), private_key: Buffer.from(cert.keyPem) }],
+          false,
+        ),
+        (err, p) => (err ? reject(err) : resolve(p)),
+      ),
+    );
     this.server = server;
-    this.url = `https://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    this.url = `https://127.0.0.1:${port}`;
   }
 
   async close(): Promise<void> {
-    for (const s of this.streams) s.end(new ConnectError("going away", Code.Unavailable));
+    for (const s of this.streams) s.end({ code: status.UNAVAILABLE, details: "going away" });
     const server = this.server;
     this.server = undefined;
     if (!server) return;
     await new Promise((r) => setTimeout(r, 10));
-    for (const s of this.sessions) s.destroy();
-    await new Promise<void>((r) => server.close(() => r()));
-  }
-
-  private async *handle(requests: AsyncIterable<DiscoveryRequest>, authorization: string | null) {
-    const out: DiscoveryResponse[] = [];
-    let wake: (() => void) | undefined;
-    let ended: { err?: ConnectError } | undefined;
-    const stream: ScriptedStream = {
-      authorization,
-      requests: [],
-      push: (res) => {
-        out.push(create(DiscoveryResponseSchema, res));
-        wake?.();
-      },
-      end: (err) => {
-        ended = { err };
-        wake?.();
-      },
-    };
-    this.streams.push(stream);
-    void (async () => {
-      try {
-        for await (const r of requests) stream.requests.push(r);
-      } catch {
-        /* client went away */
-      }
-    })();
-    for (;;) {
-      const next = out.shift();
-      if (next) {
-        yield next;
-        continue;
-      }
-      if (ended) {
-        if (ended.err) throw ended.err;
-        return;
-      }
-      await new Promise<void>((r) => (wake = r));
-    }
+    server.forceShutdown();
   }
 }
 
@@ -126,9 +105,12 @@ const readyRoute = {
   upstreams: [{ cluster: "east", url: "wss://east:1", secret: "s", isDefault: true }],
 };
 
-async function setup(overrides: Partial<RouteDiscoveryClientOptions> = {}) {
+async function setup(
+  overrides: Partial<RouteDiscoveryClientOptions> = {},
+  serverOptions: ChannelOptions = {},
+) {
   const server = new ScriptedServer();
-  await server.listen(serverCert);
+  await server.listen(serverCert, serverOptions);
   cleanups.push(() => server.close());
   const applied: RouteDelta[] = [];
   let reject: string | undefined;
@@ -177,7 +159,7 @@ describe("RouteDiscoveryClient", () => {
     s.push({ versionInfo: "v1", nonce: "1", fullSnapshot: true, upserts: [readyRoute] });
     await expect.poll(() => s.requests.length).toBe(2);
     expect(s.requests[1]).toMatchObject({ versionInfo: "v1", responseNonce: "1" });
-    expect(s.requests[1]!.errorDetail).toBeUndefined();
+    expect(s.requests[1]!.errorDetail).toBeNull();
     expect(t.applied).toHaveLength(1);
     expect(t.applied[0]).toMatchObject({ fullResync: true, version: "v1", removes: [] });
     expect(t.applied[0]!.upserts[0]!.sessionId).toBe("mc-a");
@@ -220,13 +202,40 @@ describe("RouteDiscoveryClient", () => {
     });
     await expect.poll(() => t.server.streams[0]!.requests.length).toBe(2);
     t.setToken("token-2");
-    t.server.streams[0]!.end(new ConnectError("leader changed", Code.Unavailable));
+    t.server.streams[0]!.end({ code: status.UNAVAILABLE, details: "leader changed" });
     await expect.poll(() => t.server.streams[1]?.requests.length).toBe(1);
     const again = t.server.streams[1]!;
     expect(again.authorization).toBe("Bearer token-2");
     expect(again.requests[0]).toMatchObject({ routerId: "router-0", versionInfo: "v1" });
     expect(t.applied).toHaveLength(1); // nothing was cleared or re-applied while away
     expect(t.client.status().lastError).toMatchObject({ code: "Unavailable", message: "leader changed" });
+  });
+
+  it("reopens the stream at once when the server ends the connection for its age, keeping its table", async () => {
+    // A 5 s backoff: were the GOAWAY treated as a failure, the next stream would come late.
+    const t = await setup(
+      { backoff: { initialMs: 5_000, maxMs: 5_000, jitter: 0 } },
+      { "grpc.max_connection_age_ms": 400, "grpc.max_connection_age_grace_ms": 30_000 },
+    );
+    await expect.poll(() => t.server.streams[0]?.requests.length).toBe(1);
+    const first = t.server.streams[0]!;
+    first.push({ versionInfo: "v1", nonce: "1", fullSnapshot: true, upserts: [readyRoute] });
+    await expect.poll(() => first.requests.length).toBe(2);
+
+    // GOAWAY after ~400 ms; the client moves before the 30 s grace would cut the stream.
+    await expect.poll(() => t.server.streams[1]?.requests.length, { timeout: 3_000 }).toBe(1);
+    await first.closed;
+    expect(t.server.streams[1]!.requests[0]).toMatchObject({ routerId: "router-0", versionInfo: "v1" });
+    expect(t.applied).toHaveLength(1); // served throughout, nothing cleared or re-applied
+    expect(t.client.status()).toMatchObject({ lastError: undefined, streaming: true });
+    expect(t.client.status().goawayReconnects).toBeGreaterThanOrEqual(1);
+
+    // The new stream carries on: the next push applies and is ACKed there.
+    const second = t.server.streams[1]!;
+    second.push({ versionInfo: "v2", nonce: "1", removes: ["mc-a"] });
+    await expect.poll(() => second.requests.length).toBe(2);
+    expect(second.requests[1]).toMatchObject({ versionInfo: "v2", responseNonce: "1" });
+    expect(t.client.version()).toBe("v2");
   });
 
   it("reports live sessions on change (coalesced) and periodically", async () => {
@@ -237,8 +246,7 @@ describe("RouteDiscoveryClient", () => {
     t.client.liveSessionsChanged();
     t.client.liveSessionsChanged();
     await expect.poll(() => s.requests.some((r) => r.liveSessions?.sessionIds.length === 2)).toBe(true);
-    const reports = () =>
-      s.requests.filter((r) => r.liveSessions !== undefined && r.responseNonce === "").length;
+    const reports = () => s.requests.filter((r) => r.liveSessions !== null && r.responseNonce === "").length;
     const before = reports();
     await expect.poll(reports).toBeGreaterThan(before + 1); // the periodic ones keep coming
     expect(s.requests.slice(1).every((r) => r.responseNonce === "" && r.routerId === "")).toBe(true);

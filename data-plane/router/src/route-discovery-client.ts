@@ -4,21 +4,33 @@
 // is left alone (the router keeps serving its last good table); on reconnect the client
 // resends the version it has, so the control plane sends only what changed — or a full
 // snapshot (fullResync) when it does not know that version.
+//
+// A control plane bounds connection age (GOAWAY, see route-discovery-server.ts) so streams
+// rebalance across replicas. The client sees its connection leave READY while the stream
+// still runs, ends that stream and opens the next one at once, on a new connection: no
+// backoff, no error recorded, the table served throughout.
 import { create } from "@bufbuild/protobuf";
-import { Code, ConnectError, createClient, type Client } from "@connectrpc/connect";
-import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
+import {
+  connectivityState,
+  credentials as channelCredentials,
+  Metadata,
+  status as Status,
+  type ChannelCredentials,
+  type Client,
+  type ClientDuplexStream,
+} from "@grpc/grpc-js";
 import { pino, type Logger } from "pino";
 import { sleep } from "../../../lib/abortable-sleep.js";
-import { AsyncQueue } from "../../../lib/async-queue.js";
 import { Backoff, type BackoffPolicy } from "../../../lib/backoff.js";
 import { OptionError, positive } from "../../../lib/option-error.js";
+import { SessionRouteSchema, type SessionRoute } from "../../../proto/gen/route_discovery_pb.js";
 import {
-  DiscoveryRequestSchema,
-  RouteDiscovery,
+  RouteDiscoveryGrpcClient,
+  routeDiscoveryTarget,
+  statusName,
   type DiscoveryRequest,
-  type DiscoveryResponse,
-  type SessionRoute,
-} from "../../../proto/gen/route_discovery_pb.js";
+  type DiscoveryResponse__Output,
+} from "../../../proto/route-discovery-service.js";
 
 export type { SessionRoute };
 
@@ -84,22 +96,32 @@ export interface RouteDiscoveryClientStatus {
   streamsOpened: number;
   pushesApplied: number;
   pushesRejected: number;
+  /**
+   * Streams ended because the control plane closed their connection gracefully (GOAWAY:
+   * maximum connection age, or a replica draining) and reopened at once. Routine, not errors.
+   */
+  goawayReconnects: number;
   /** Why the last stream ended, if it failed (gRPC code name and message). */
   lastError: { code: string; message: string; at: Date } | undefined;
 }
 
+/** A PING unanswered this long means the control plane is gone, ms. */
+const KEEPALIVE_TIMEOUT_MS = 15_000;
+
+type DiscoveryCall = ClientDuplexStream<DiscoveryRequest, DiscoveryResponse__Output>;
+
 export class RouteDiscoveryClient {
   private readonly opts: RouteDiscoveryClientOptions;
   private readonly keepaliveMs: number;
-  private readonly tlsOptions: { ca?: string; cert?: string; key?: string };
+  private readonly target: string;
   private readonly backoff: Backoff;
   private readonly log: Logger;
   private readonly liveIntervalMs: number;
   private readonly stableAfterMs: number;
   private appliedVersion = "";
-  private queue: AsyncQueue<DiscoveryRequest> | undefined;
+  private call: DiscoveryCall | undefined;
   private reportScheduled = false;
-  private readonly stats = { streamsOpened: 0, pushesApplied: 0, pushesRejected: 0 };
+  private readonly stats = { streamsOpened: 0, pushesApplied: 0, pushesRejected: 0, goawayReconnects: 0 };
   private lastError: RouteDiscoveryClientStatus["lastError"];
   private running = false;
 
@@ -156,21 +178,34 @@ export class RouteDiscoveryClient {
       routerId: opts.routerId,
     });
     this.keepaliveMs = keepalive;
-    this.tlsOptions = tls ? { ca: tls.ca, ...(tls.cert ? { cert: tls.cert, key: tls.key } : {}) } : {};
+    this.target = routeDiscoveryTarget(url);
+  }
+
+  /** TLS (or, explicitly, plaintext) credentials; built per connection so a bad PEM is a retried error. */
+  private channelCredentials(): ChannelCredentials {
+    const tls = this.opts.credentials.tls;
+    if (!tls) return channelCredentials.createInsecure();
+    return channelCredentials.createSsl(
+      Buffer.from(tls.ca),
+      tls.key !== undefined ? Buffer.from(tls.key) : null,
+      tls.cert !== undefined ? Buffer.from(tls.cert) : null,
+    );
   }
 
   /**
-   * A fresh HTTP/2 connection per stream attempt: after UNAVAILABLE (e.g. a replica that
-   * is not the leader) the next attempt is balanced anew instead of reusing that replica.
+   * A fresh HTTP/2 connection per stream attempt (a local subchannel pool: grpc-js would
+   * otherwise share one connection among clients of the same target): after UNAVAILABLE
+   * (e.g. a replica that is not the leader) or GOAWAY the next attempt is balanced anew.
    */
-  private connect(): { client: Client<typeof RouteDiscovery>; close: () => void } {
-    const sessionManager = new Http2SessionManager(
-      this.opts.url,
-      { pingIntervalMs: this.keepaliveMs },
-      this.tlsOptions,
-    );
-    const transport = createGrpcTransport({ baseUrl: this.opts.url, sessionManager });
-    return { client: createClient(RouteDiscovery, transport), close: () => sessionManager.abort() };
+  private connect(): InstanceType<typeof RouteDiscoveryGrpcClient> {
+    return new RouteDiscoveryGrpcClient(this.target, this.channelCredentials(), {
+      "grpc.use_local_subchannel_pool": 1,
+      "grpc.keepalive_time_ms": this.keepaliveMs,
+      "grpc.keepalive_timeout_ms": KEEPALIVE_TIMEOUT_MS,
+      "grpc.keepalive_permit_without_calls": 1,
+      // A full snapshot of a large table is one message; its size is the table's.
+      "grpc.max_receive_message_length": -1,
+    });
   }
 
   /** Version of the table last applied to the sink ("" before the first push). */
@@ -180,7 +215,7 @@ export class RouteDiscoveryClient {
 
   status(): RouteDiscoveryClientStatus {
     return {
-      streaming: this.queue !== undefined,
+      streaming: this.call !== undefined,
       version: this.appliedVersion,
       ...this.stats,
       lastError: this.lastError,
@@ -189,7 +224,7 @@ export class RouteDiscoveryClient {
 
   /** Tells the client the set of live sessions changed; a report goes out promptly (coalesced). */
   liveSessionsChanged(): void {
-    if (this.reportScheduled || !this.queue) return;
+    if (this.reportScheduled || !this.call) return;
     this.reportScheduled = true;
     setImmediate(() => {
       this.reportScheduled = false;
@@ -204,17 +239,27 @@ export class RouteDiscoveryClient {
     try {
       while (!signal.aborted) {
         const openedAt = Date.now();
-        let received = false;
+        let outcome: StreamOutcome = { received: false, goaway: false };
         try {
-          received = await this.runStream(signal);
-          if (!signal.aborted)
-            this.recordError(new ConnectError("control plane ended the stream", Code.Unavailable));
+          outcome = await this.runStream(signal);
+          if (!signal.aborted && !outcome.goaway) {
+            this.recordError({ code: Status.UNAVAILABLE, details: "control plane ended the stream" });
+          }
         } catch (err) {
           if (signal.aborted) break;
           this.recordError(err);
         }
         if (signal.aborted) break;
-        if (received || Date.now() - openedAt >= this.stableAfterMs) this.backoff.reset();
+        if (outcome.goaway) {
+          this.stats.goawayReconnects++;
+          this.backoff.reset();
+          this.log.info(
+            { version: this.appliedVersion },
+            "control plane closed the connection; reopening the stream",
+          );
+          continue;
+        }
+        if (outcome.received || Date.now() - openedAt >= this.stableAfterMs) this.backoff.reset();
         const delay = this.backoff.next();
         this.log.warn(
           { code: this.lastError?.code, err: this.lastError?.message, delayMs: delay },
@@ -227,67 +272,75 @@ export class RouteDiscoveryClient {
     }
   }
 
-  /** One stream's life; resolves true if any response arrived. */
-  private async runStream(signal: AbortSignal): Promise<boolean> {
-    const call = new AbortController();
-    const onAbort = () => call.abort();
+  /** One stream's life. */
+  private async runStream(signal: AbortSignal): Promise<StreamOutcome> {
+    const token = this.opts.credentials.token ? await this.opts.credentials.token() : undefined;
+    const metadata = new Metadata();
+    if (token !== undefined) metadata.set("authorization", `Bearer ${token}`);
+    const client = this.connect();
+    const call: DiscoveryCall = client.streamRoutes(metadata);
+    // Failures reach the loop below; a late one (a write racing the end) must not throw.
+    call.on("error", () => undefined);
+    let goaway = false;
+    const stopWatching = onConnectionClosing(client.getChannel(), () => {
+      goaway = true;
+      call.cancel();
+    });
+    const onAbort = () => call.cancel();
     signal.addEventListener("abort", onAbort, { once: true });
-    const queue = new AsyncQueue<DiscoveryRequest>();
     let received = false;
     let timer: NodeJS.Timeout | undefined;
-    const conn = this.connect();
     try {
-      const token = this.opts.credentials.token ? await this.opts.credentials.token() : undefined;
-      queue.push(
-        create(DiscoveryRequestSchema, {
-          routerId: this.opts.routerId,
-          versionInfo: this.appliedVersion,
-          liveSessions: { sessionIds: this.opts.liveSessions() },
-        }),
-      );
-      this.queue = queue;
+      call.write({
+        routerId: this.opts.routerId,
+        versionInfo: this.appliedVersion,
+        liveSessions: { sessionIds: this.opts.liveSessions() },
+      });
+      this.call = call;
       this.stats.streamsOpened++;
       timer = setInterval(() => this.reportLive(), this.liveIntervalMs);
-      const responses = conn.client.streamRoutes(queue, {
-        signal: call.signal,
-        ...(token !== undefined ? { headers: { authorization: `Bearer ${token}` } } : {}),
-      });
-      for await (const res of responses) {
-        received = true;
-        this.backoff.reset();
-        queue.push(this.apply(res));
+      try {
+        for await (const res of call as AsyncIterable<DiscoveryResponse__Output>) {
+          received = true;
+          this.backoff.reset();
+          send(call, this.apply(res));
+        }
+      } catch (err) {
+        // Routine only when our own cancel at GOAWAY ended it; a status the stream got
+        // first (shutdown, a dropped connection) is an error even if GOAWAY came too.
+        if (!(goaway && isStatus(err) && err.code === Status.CANCELLED)) throw err;
       }
-      return received;
+      return { received, goaway };
     } finally {
+      stopWatching();
       clearInterval(timer);
-      if (this.queue === queue) this.queue = undefined;
-      queue.close();
+      if (this.call === call) this.call = undefined;
       signal.removeEventListener("abort", onAbort);
-      call.abort();
-      conn.close();
+      call.cancel();
+      client.close();
     }
   }
 
   /** Applies one push to the sink and returns its ACK or NACK. */
-  private apply(res: DiscoveryResponse): DiscoveryRequest {
+  private apply(res: DiscoveryResponse__Output): DiscoveryRequest {
     const nack = (message: string): DiscoveryRequest => {
       this.stats.pushesRejected++;
       this.log.warn(
         { version: res.versionInfo, nonce: res.nonce, err: message },
         "routing push rejected (NACK)",
       );
-      return create(DiscoveryRequestSchema, {
+      return {
         versionInfo: this.appliedVersion,
         responseNonce: res.nonce,
         errorDetail: { message: message.slice(0, 1024) || "rejected" },
-      });
+      };
     };
     if (res.versionInfo === "") return nack("push carries no version_info");
     if (res.nonce === "") return nack("push carries no nonce");
     try {
       this.opts.sink.apply({
         fullResync: res.fullSnapshot,
-        upserts: res.upserts,
+        upserts: res.upserts.map((u) => create(SessionRouteSchema, u)),
         removes: res.removes,
         version: res.versionInfo,
       });
@@ -296,12 +349,12 @@ export class RouteDiscoveryClient {
     }
     this.appliedVersion = res.versionInfo;
     this.stats.pushesApplied++;
-    return create(DiscoveryRequestSchema, { versionInfo: res.versionInfo, responseNonce: res.nonce });
+    return { versionInfo: res.versionInfo, responseNonce: res.nonce };
   }
 
   private reportLive(): void {
-    const q = this.queue;
-    if (!q) return;
+    const call = this.call;
+    if (!call) return;
     let ids: string[];
     try {
       ids = this.opts.liveSessions();
@@ -309,13 +362,60 @@ export class RouteDiscoveryClient {
       this.log.error({ err }, "liveSessions() threw; report skipped");
       return;
     }
-    q.push(
-      create(DiscoveryRequestSchema, { versionInfo: this.appliedVersion, liveSessions: { sessionIds: ids } }),
-    );
+    send(call, { versionInfo: this.appliedVersion, liveSessions: { sessionIds: ids } });
   }
 
   private recordError(err: unknown): void {
-    const e = ConnectError.from(err);
-    this.lastError = { code: Code[e.code] ?? String(e.code), message: e.rawMessage, at: new Date() };
+    // A failed call rejects with a grpc-js ServiceError: its `details` are the peer's message.
+    this.lastError = isStatus(err)
+      ? { code: statusName(err.code), message: err.details, at: new Date() }
+      : { code: "Unknown", message: err instanceof Error ? err.message : String(err), at: new Date() };
   }
+}
+
+interface StreamOutcome {
+  /** Any response arrived. */
+  received: boolean;
+  /** The control plane closed the connection gracefully while the stream was healthy. */
+  goaway: boolean;
+}
+
+function isStatus(v: unknown): v is { code: number; details: string } {
+  const s = v as { code?: unknown; details?: unknown } | null;
+  return typeof s === "object" && s !== null && typeof s.code === "number" && typeof s.details === "string";
+}
+
+/** Writes unless the stream has already ended (a report timer can race the end). */
+function send(call: DiscoveryCall, req: DiscoveryRequest): void {
+  if (!call.writableEnded && !call.destroyed) call.write(req);
+}
+
+/**
+ * Calls `onClosing` once when the channel leaves READY after reaching it: the server sent
+ * GOAWAY (maximum connection age, draining) and new calls would need a new connection,
+ * while the open stream may go on until the server's grace ends. A connection that simply
+ * drops leaves READY too, but its stream then ends with a status of its own, which the
+ * caller records as an error. Returns a function that stops watching.
+ */
+function onConnectionClosing(channel: ReturnType<Client["getChannel"]>, onClosing: () => void): () => void {
+  let stopped = false;
+  let wasReady = false;
+  const watch = (from: connectivityState): void => {
+    if (stopped) return;
+    channel.watchConnectivityState(from, Infinity, () => {
+      if (stopped) return;
+      const now = channel.getConnectivityState(false);
+      if (wasReady && now !== connectivityState.READY) {
+        stopped = true;
+        onClosing();
+        return;
+      }
+      if (now === connectivityState.READY) wasReady = true;
+      watch(now);
+    });
+  };
+  watch(channel.getConnectivityState(false));
+  return () => {
+    stopped = true;
+  };
 }

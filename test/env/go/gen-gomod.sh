@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Regenerates go.mod for the wrapper module that builds kube-apiserver,
-# kube-controller-manager and etcd from their published Go modules.
+# kube-controller-manager, kubectl, kubelet, kube-proxy, kube-scheduler and etcd
+# from their published Go modules.
 # k8s.io/kubernetes points its staging modules at ./staging/src/...; a module
 # that requires it must replace each of them with the published v0.X.Y.
 # Usage: test/env/go/gen-gomod.sh 1.36.3
@@ -31,6 +32,9 @@ etcd="$(sed -n 's/^\s*go.etcd.io\/etcd\/server\/v3 \(v[^ ]*\).*/\1/p' "$mod" | h
   echo "	k8s.io/kubernetes/cmd/kube-apiserver"
   echo "	k8s.io/kubernetes/cmd/kube-controller-manager"
   echo "	k8s.io/kubernetes/cmd/kubectl"
+  echo "	k8s.io/kubernetes/cmd/kubelet"
+  echo "	k8s.io/kubernetes/cmd/kube-proxy"
+  echo "	k8s.io/kubernetes/cmd/kube-scheduler"
   echo "	go.etcd.io/etcd/server/v3"
   echo ")"
 } > go.mod

@@ -5,10 +5,8 @@
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { CoreV1Api, RbacAuthorizationV1Api, type V1Pod } from "@kubernetes/client-node";
+import { CoreV1Api, RbacAuthorizationV1Api } from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ApiSources } from "../../../data-plane/agent/src/target/api-sources.js";
-import { resolveContainerEnv } from "../../../data-plane/agent/src/target/env-resolver.js";
 import { hashSecret as sha256Hex } from "../../../proto/session-auth.js";
 import { AgentClient } from "../../peers/agent-client.js";
 import { startClusterSet, type ClusterSet } from "../../env/index.js";
@@ -19,7 +17,6 @@ const ns = "shop";
 const SECRET = "per-agent-secret-7f3a";
 const BRANCH_SECRET = "branch-session-secret-91c2";
 let set: ClusterSet;
-let pod: V1Pod;
 let agent: AgentProcess;
 let metricsPort = 0;
 const clients: AgentClient[] = [];
@@ -92,7 +89,7 @@ beforeAll(async () => {
     () => core.readNamespacedServiceAccount({ name: "default", namespace: ns }),
     { timeoutMs: 10_000 },
   );
-  pod = await core.createNamespacedPod({
+  await core.createNamespacedPod({
     namespace: ns,
     body: {
       metadata: { name: "shop-0", labels: { app: "shop" } },
@@ -159,21 +156,45 @@ afterAll(async () => {
 });
 
 describe("env through the protocol", () => {
-  it("equals the pod's environment resolved through the API", async () => {
-    const expected = Object.fromEntries(
-      await resolveContainerEnv(pod, new ApiSources(set.get("east").kubeConfig()).envSources()),
-    );
+  it("equals the pod's environment as the kubelet builds it", async () => {
+    // Written out from the pod spec above, the way the kubelet builds it: service links
+    // (the master service and the namespace's), then envFrom in order (every key without
+    // "=" is a name since relaxed env var validation), then env with $(VAR) expanded.
+    // The service cluster IPs are the only values the API chooses, so they are read back.
+    const core = set.get("east").kubeConfig().makeApiClient(CoreV1Api);
+    const clusterIp = async (namespace: string, name: string) =>
+      (await core.readNamespacedService({ namespace, name })).spec!.clusterIP!;
+    const master = await clusterIp("default", "kubernetes");
+    const cart = await clusterIp(ns, "cart-api");
+    expect(cart).toMatch(/^10\./);
     const c = await connect("env-1");
     const got = await c.env();
     expect(got.error).toBe("");
-    expect(got.vars).toEqual(expected);
-    expect(got.vars).toMatchObject({
+    expect(got.vars).toEqual({
+      KUBERNETES_SERVICE_HOST: master,
+      KUBERNETES_SERVICE_PORT: "443",
+      KUBERNETES_SERVICE_PORT_HTTPS: "443",
+      KUBERNETES_PORT: `tcp://${master}:443`,
+      KUBERNETES_PORT_443_TCP: `tcp://${master}:443`,
+      KUBERNETES_PORT_443_TCP_PROTO: "tcp",
+      KUBERNETES_PORT_443_TCP_PORT: "443",
+      KUBERNETES_PORT_443_TCP_ADDR: master,
+      CART_API_SERVICE_HOST: cart,
+      CART_API_SERVICE_PORT: "80",
+      CART_API_SERVICE_PORT_HTTP: "80",
+      CART_API_PORT: `tcp://${cart}:80`,
+      CART_API_PORT_80_TCP: `tcp://${cart}:80`,
+      CART_API_PORT_80_TCP_PROTO: "tcp",
+      CART_API_PORT_80_TCP_PORT: "80",
+      CART_API_PORT_80_TCP_ADDR: cart,
       LOG_LEVEL: "debug",
+      "settings.yaml": "port: 8080\nname: shop\n",
+      DB_url: "postgres://db:5432/shop?sslmode=disable",
       DB_password: "s3cret",
       POD_NAME: "shop-0",
+      DATABASE_URL: "postgres://db:5432/shop?sslmode=disable",
       GREETING: "level=debug",
     });
-    expect(got.vars.CART_API_SERVICE_HOST).toMatch(/^10\./);
   });
 
   it("applies include/exclude patterns and names", async () => {

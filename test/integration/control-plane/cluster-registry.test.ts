@@ -2,12 +2,16 @@
 // auth type (east: bearerToken, eks: EKS tokens checked by our webhook authenticator,
 // onprem: mtls), plus "west", a configured cluster whose Secret is broken. Time for
 // bearer renewal is a ManualClock; every API call is real.
+// The clusters, the webhook and the remotes' RBAC are started once for the file; every
+// registry test then starts from the same baseline of its own (the ConfigMap, fresh
+// credential Secrets with a newly minted token, token renewal granted, no operator
+// status yet, a new registry, clock and log), so the tests pass in any order and alone.
 import { X509Certificate } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { CoordinationV1Api, CoreV1Api, KubeConfig, VersionApi } from "@kubernetes/client-node";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { stringify } from "yaml";
 import {
   ClusterConfigError,
@@ -48,16 +52,23 @@ const AWS = {
 };
 const AWS_ARN = "arn:aws:iam::123456789012:role/switchyard-primary";
 
+// Started once for the file.
 let set: ClusterSet;
 let webhook: EksTokenWebhook;
 let dir: string;
 let primary: KubeConfig;
+let onpremClient: { certPem: string; keyPem: string };
+
+// Started anew for every registry test (startRegistry).
 let registry: ClusterRegistry;
-const stop = new AbortController();
-const clock = new ManualClock();
-const { logger, lines } = capturingLogger();
-const secrets: string[] = []; // every secret value handed to the registry, for the log check
+let stop: AbortController;
 let run: Promise<void>;
+let clock: ManualClock;
+let lines: string[];
+let logger: ReturnType<typeof capturingLogger>["logger"];
+let eastTokenAnchor: string; // the east Secret the registry's first token is bound to
+let secrets: string[]; // every secret value handed to the registry, for the log check
+let anchors = 0;
 
 function configYaml(extra: Record<string, unknown> = {}): string {
   const east = set.get("east");
@@ -117,20 +128,46 @@ beforeAll(async () => {
     { name: "operator" },
     { operatorVersion: "0.1.0", protocolVersion: "1.0.0", supportedFeatures: ["MultiClusterMember"] },
   );
-
-  const token = await mintBoundToken(eastAdmin, "initial-token-anchor");
-  const client = await set.get("onprem").ca.issue({
+  onpremClient = await set.get("onprem").ca.issue({
     commonName: "switchyard-primary",
     organizations: [MEMBER_GROUP],
     usage: "client",
     validForSeconds: 30 * 86_400,
   });
-  secrets.push(token, client.keyPem, AWS.secretAccessKey);
+}, 240_000);
+
+afterAll(async () => {
+  await set?.stop();
+  await webhook?.close();
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+/**
+ * The baseline of every registry test: the four-cluster ConfigMap, a freshly minted east
+ * token, the long-lived onprem certificate, west's Secret without tls.key, token renewal
+ * granted, no SwitchyardOperator `operator` on the Primary (so status seen later is this
+ * registry's), and a registry (cp-1) with its own ManualClock and log.
+ */
+async function startRegistry(): Promise<void> {
+  const eastAdmin = set.get("east").kubeConfig();
+  eastTokenAnchor = `token-anchor-${++anchors}`;
+  const token = await mintBoundToken(eastAdmin, eastTokenAnchor);
+  secrets = [token, onpremClient.keyPem, AWS.secretAccessKey];
+  await grantTokenRenewal(eastAdmin).catch((err: { code?: number }) => {
+    if (err.code !== 409) throw err;
+  });
   await putConfigMap(primary, "switchyard-clusters", configYaml());
   await putCredentialSecret(primary, "east", { token });
-  await putCredentialSecret(primary, "onprem", { "tls.crt": client.certPem, "tls.key": client.keyPem });
-  await putCredentialSecret(primary, "west", { "tls.crt": client.certPem }); // tls.key missing
+  await putCredentialSecret(primary, "onprem", {
+    "tls.crt": onpremClient.certPem,
+    "tls.key": onpremClient.keyPem,
+  });
+  await putCredentialSecret(primary, "west", { "tls.crt": onpremClient.certPem }); // tls.key missing
+  await switchyardOperatorClient(primary).delete({ name: "operator" });
 
+  clock = new ManualClock();
+  ({ logger, lines } = capturingLogger());
+  stop = new AbortController();
   registry = new ClusterRegistry({
     kubeConfig: primary,
     namespace: NS,
@@ -148,71 +185,65 @@ beforeAll(async () => {
   });
   run = registry.start(stop.signal);
   await registry.ready();
-}, 240_000);
+}
 
-afterAll(async () => {
-  stop.abort();
+async function stopRegistry(): Promise<void> {
+  stop?.abort();
   await run?.catch(() => undefined);
-  await set?.stop();
-  await webhook?.close();
-  if (dir) rmSync(dir, { recursive: true, force: true });
-});
+}
+
+function expectNoSecretLogged(): void {
+  const all = (lines ?? []).join("");
+  for (const s of secrets) {
+    const probe = s.includes("PRIVATE KEY") ? s.split("\n")[1]! : s;
+    expect(all.includes(probe), "a secret value appears in the logs").toBe(false);
+  }
+  expect(all).not.toContain("k8s-aws-v1.");
+  expect(all).not.toMatch(/eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\./); // no JWT at all
+}
 
 const healthOf = (name: string) => registry.health().find((h) => h.name === name);
 const eastSource = () => registry.client("east")!.credential as BearerTokenSource;
 
-describe("cluster registry", () => {
-  it("connects all three auth types, marks only the bad-Secret cluster broken, and publishes status", async () => {
-    await eventually("east, eks and onprem connected", () =>
-      ["east", "eks", "onprem"].every((n) => healthOf(n)?.connected && !healthOf(n)?.error),
-    );
-    expect(healthOf("east")!.connected).toMatchObject({
-      kubernetesVersion: "v1.36.3",
-      operatorVersion: "0.1.0",
-      protocolVersion: "1.0.0",
-      supportedFeatures: ["MultiClusterMember"],
-    });
-    expect(healthOf("eks")!.connected!.switchyardResources).toEqual([]);
-    expect(webhook.reviews.some((r) => r.authenticated && r.username === AWS_ARN)).toBe(true);
-    const west = healthOf("west")!;
-    expect(west.connected).toBeUndefined();
-    expect(west.error).toContain("Secret switchyard-cluster-west key tls.key");
-    expect(west.error).toContain("Fix: add key tls.key");
+/** Moves the clock to east's renewal point; the renewal itself is a real TokenRequest. Returns the new token. */
+async function renewEastToken(): Promise<string> {
+  await eventually("east connected", () => healthOf("east")?.connected);
+  const source = eastSource();
+  const before = source.status();
+  // Move the clock to the renewal point (120 s before expiry); the renewal itself is a real call.
+  await clock.whenSleeping();
+  clock.set(source.renewAt());
+  const after = await eventually("renewal", () =>
+    source.status().obtainedAt! > before.obtainedAt! ? source.status() : undefined,
+  );
+  expect(after.error).toBeUndefined();
+  expect(after.expiresAt! - after.obtainedAt!).toBe(before.expiresAt! - before.obtainedAt!); // same lifetime
+  const headers: { headers?: Record<string, unknown> } = {};
+  await source.apply(headers);
+  const newToken = String(headers.headers!.Authorization).replace(/^Bearer /, "");
+  secrets.push(newToken);
+  return newToken;
+}
 
-    await eventually("leadership", () => registry.isLeader());
-    const op = await eventually("status with four clusters", async () => {
-      const o = await switchyardOperatorClient(primary).get({ name: "operator" });
-      return o?.status?.connectedClusters?.length === 4 &&
-        o.status.connectedClusters.every((c) => c.name !== "east" || c.connected)
-        ? o
-        : undefined;
-    });
-    expect(op.spec).toMatchObject({
-      clusterName: "primary",
-      defaultCluster: "east",
-      multiCluster: true,
-      managementOnly: false,
-    });
-    expect(op.spec.clusters?.map((c) => `${c.name}:${c.authType}`).sort()).toEqual([
-      "east:bearerToken",
-      "eks:eks",
-      "onprem:mtls",
-      "west:mtls",
-    ]);
-    const byName = Object.fromEntries(op.status!.connectedClusters!.map((c) => [c.name, c]));
-    expect(byName.east!.connected).toMatchObject({ kubernetesVersion: "v1.36.3", operatorVersion: "0.1.0" });
-    expect(byName.onprem!.latencyMs).toBeGreaterThanOrEqual(0);
-    // Expiry of the credential in use: the bearer token's exp and the client certificate's notAfter.
-    expect(Date.parse(byName.east!.credentialExpiresAt!)).toBeGreaterThan(Date.now());
-    expect(Date.parse(byName.onprem!.credentialExpiresAt!)).toBeGreaterThan(Date.now());
-    expect(Date.parse(byName.eks!.lastCheck)).toBeGreaterThan(Date.now() - 60_000);
-    expect(byName.west!.error).toMatch(/tls\.key/);
-    const ready = op.status!.conditions!.find((c) => c.type === "RemoteClustersReady")!;
-    expect(ready.status).toBe("False");
-    expect(ready.message).toContain("west");
-    expect(ready.message).not.toContain("east:");
+/** Puts a new onprem client certificate valid for an hour in its Secret; resolves once the registry uses it. */
+async function rotateOnpremCertificate(): Promise<number> {
+  const soon = await set.get("onprem").ca.issue({
+    commonName: "switchyard-primary",
+    organizations: [MEMBER_GROUP],
+    usage: "client",
+    validForSeconds: 3_600,
   });
+  secrets.push(soon.keyPem);
+  await putCredentialSecret(primary, "onprem", { "tls.crt": soon.certPem, "tls.key": soon.keyPem });
+  const notAfter = Date.parse(new X509Certificate(soon.certPem).validTo);
+  await eventually(
+    "new certificate in use",
+    () => registry.client("onprem")?.credential.status().expiresAt === notAfter,
+  );
+  return notAfter;
+}
 
+describe("cluster configuration", () => {
   it("rejects each invalid configuration at start-up with the cluster, field and fix", async () => {
     const east = set.get("east");
     const ca = b64(east.caPem);
@@ -312,6 +343,7 @@ describe("cluster registry", () => {
       expect(first.message, c.name).toMatch(c.text);
     }
     // The Secret case: the config is valid, the one cluster's credentials are not.
+    await putCredentialSecret(primary, "west", { "tls.crt": onpremClient.certPem }); // tls.key missing
     await putConfigMap(
       primary,
       "bad-secret",
@@ -332,32 +364,125 @@ describe("cluster registry", () => {
     expect((west as ClusterConfigError).code).toBe("SWITCHYARD_CLUSTER_SECRET_INVALID");
     expect((west as ClusterConfigError).field).toBe("Secret switchyard-cluster-west key tls.key");
   });
+});
+
+describe("leader election", () => {
+  // How fast the takeover is, is measured by `npm run bench -- failover`, not asserted here.
+  it("elects one leader among two replicas and the other takes over when the leader crashes", async () => {
+    const lease = `failover-test-${Date.now().toString(36)}`; // a Lease no other test or run has touched
+    const mk = (identity: string) =>
+      new LeaseElector({
+        kubeConfig: primary,
+        namespace: NS,
+        name: lease,
+        identity,
+        leaseDurationMs: 3_000,
+        renewDeadlineMs: 2_000,
+        retryPeriodMs: 250,
+        releaseOnStop: false, // stopping is a crash: the successor must wait the lease out
+      });
+    const a = mk("replica-a");
+    const b = mk("replica-b");
+    const stopA = new AbortController();
+    const stopB = new AbortController();
+    const runA = a.start(stopA.signal);
+    const runB = b.start(stopB.signal);
+    try {
+      const first = await eventually("a leader", () => (a.isLeader() ? a : b.isLeader() ? b : undefined));
+      const other = first === a ? b : a;
+      // Several retry periods later there is still exactly one.
+      for (let i = 0; i < 8; i++) {
+        await new Promise((r) => setTimeout(r, 250));
+        expect([a.isLeader(), b.isLeader()].filter(Boolean)).toHaveLength(1);
+      }
+      expect(other.leader()).toBe(first === a ? "replica-a" : "replica-b");
+      (first === a ? stopA : stopB).abort();
+      await (first === a ? runA : runB);
+      expect(first.isLeader()).toBe(false);
+      // Generous: the takeover needs the lease to run out (3 s) and a retry; the bench has the figures.
+      await eventually("failover", () => other.isLeader(), { timeoutMs: 60_000 });
+      const held = await primary
+        .makeApiClient(CoordinationV1Api)
+        .readNamespacedLease({ name: lease, namespace: NS });
+      expect(held.spec?.holderIdentity).toBe(first === a ? "replica-b" : "replica-a");
+      expect(held.spec?.leaseTransitions).toBe(1);
+    } finally {
+      stopA.abort();
+      stopB.abort();
+      await Promise.all([runA, runB]);
+    }
+  });
+});
+
+describe("cluster registry", () => {
+  beforeEach(startRegistry, 60_000);
+  afterEach(async () => {
+    await stopRegistry();
+    expectNoSecretLogged();
+  });
+
+  it("connects all three auth types, marks only the bad-Secret cluster broken, and publishes status", async () => {
+    await eventually("east, eks and onprem connected", () =>
+      ["east", "eks", "onprem"].every((n) => healthOf(n)?.connected && !healthOf(n)?.error),
+    );
+    expect(healthOf("east")!.connected).toMatchObject({
+      kubernetesVersion: "v1.36.3",
+      operatorVersion: "0.1.0",
+      protocolVersion: "1.0.0",
+      supportedFeatures: ["MultiClusterMember"],
+    });
+    expect(healthOf("eks")!.connected!.switchyardResources).toEqual([]);
+    expect(webhook.reviews.some((r) => r.authenticated && r.username === AWS_ARN)).toBe(true);
+    const west = healthOf("west")!;
+    expect(west.connected).toBeUndefined();
+    expect(west.error).toContain("Secret switchyard-cluster-west key tls.key");
+    expect(west.error).toContain("Fix: add key tls.key");
+
+    await eventually("leadership", () => registry.isLeader());
+    const op = await eventually("status with four clusters", async () => {
+      const o = await switchyardOperatorClient(primary).get({ name: "operator" });
+      return o?.status?.connectedClusters?.length === 4 &&
+        o.status.connectedClusters.every((c) => c.name !== "east" || c.connected)
+        ? o
+        : undefined;
+    });
+    expect(op.spec).toMatchObject({
+      clusterName: "primary",
+      defaultCluster: "east",
+      multiCluster: true,
+      managementOnly: false,
+    });
+    expect(op.spec.clusters?.map((c) => `${c.name}:${c.authType}`).sort()).toEqual([
+      "east:bearerToken",
+      "eks:eks",
+      "onprem:mtls",
+      "west:mtls",
+    ]);
+    const byName = Object.fromEntries(op.status!.connectedClusters!.map((c) => [c.name, c]));
+    expect(byName.east!.connected).toMatchObject({ kubernetesVersion: "v1.36.3", operatorVersion: "0.1.0" });
+    expect(byName.onprem!.latencyMs).toBeGreaterThanOrEqual(0);
+    // Expiry of the credential in use: the bearer token's exp and the client certificate's notAfter.
+    expect(Date.parse(byName.east!.credentialExpiresAt!)).toBeGreaterThan(Date.now());
+    expect(Date.parse(byName.onprem!.credentialExpiresAt!)).toBeGreaterThan(Date.now());
+    expect(Date.parse(byName.eks!.lastCheck)).toBeGreaterThan(Date.now() - 60_000);
+    expect(byName.west!.error).toMatch(/tls\.key/);
+    const ready = op.status!.conditions!.find((c) => c.type === "RemoteClustersReady")!;
+    expect(ready.status).toBe("False");
+    expect(ready.message).toContain("west");
+    expect(ready.message).not.toContain("east:");
+  });
 
   it("renews a bearer token near expiry through the real TokenRequest API and uses the new one", async () => {
-    await eventually("east connected", () => healthOf("east")?.connected);
-    const source = eastSource();
-    const before = source.status();
     const oldToken = secrets[0]!;
-    // Move the clock to the renewal point (120 s before expiry); the renewal itself is a real call.
-    await clock.whenSleeping();
-    clock.set(source.renewAt());
-    const after = await eventually("renewal", () =>
-      source.status().obtainedAt! > before.obtainedAt! ? source.status() : undefined,
-    );
-    expect(after.error).toBeUndefined();
-    expect(after.expiresAt! - after.obtainedAt!).toBe(before.expiresAt! - before.obtainedAt!); // same lifetime
-    const headers: { headers?: Record<string, unknown> } = {};
-    await source.apply(headers);
-    const newToken = String(headers.headers!.Authorization).replace(/^Bearer /, "");
+    const newToken = await renewEastToken();
     expect(newToken).not.toBe(oldToken);
-    secrets.push(newToken);
 
     // Invalidate the original token (it was bound to this Secret) and show the registry still gets in.
     await set
       .get("east")
       .kubeConfig()
       .makeApiClient(CoreV1Api)
-      .deleteNamespacedSecret({ namespace: NS, name: "initial-token-anchor" });
+      .deleteNamespacedSecret({ namespace: NS, name: eastTokenAnchor });
     const oldClient = new KubeConfig();
     oldClient.loadFromOptions({
       clusters: [{ name: "east", server: set.get("east").server, caData: b64(set.get("east").caPem) }],
@@ -448,20 +573,7 @@ describe("cluster registry", () => {
   });
 
   it("reloads an mTLS Secret without restart and warns before the certificate lapses", async () => {
-    const onprem = set.get("onprem");
-    const soon = await onprem.ca.issue({
-      commonName: "switchyard-primary",
-      organizations: [MEMBER_GROUP],
-      usage: "client",
-      validForSeconds: 3_600,
-    });
-    secrets.push(soon.keyPem);
-    await putCredentialSecret(primary, "onprem", { "tls.crt": soon.certPem, "tls.key": soon.keyPem });
-    const notAfter = Date.parse(new X509Certificate(soon.certPem).validTo);
-    await eventually(
-      "new certificate in use",
-      () => registry.client("onprem")?.credential.status().expiresAt === notAfter,
-    );
+    const notAfter = await rotateOnpremCertificate();
     expect(registry.client("onprem")!.credential.status().warning).toMatch(
       /client certificate expires at .*rotate tls\.crt/,
     );
@@ -560,53 +672,6 @@ describe("cluster registry", () => {
     expect((await registry.client("east")!.makeApiClient(VersionApi).getCode()).gitVersion).toBe("v1.36.3");
   });
 
-  it("elects one leader among two replicas and fails over within the lease duration", async () => {
-    const mk = (identity: string) =>
-      new LeaseElector({
-        kubeConfig: primary,
-        namespace: NS,
-        name: "failover-test",
-        identity,
-        leaseDurationMs: 3_000,
-        renewDeadlineMs: 2_000,
-        retryPeriodMs: 250,
-        releaseOnStop: false, // stopping is a crash: the successor must wait the lease out
-      });
-    const a = mk("replica-a");
-    const b = mk("replica-b");
-    const stopA = new AbortController();
-    const stopB = new AbortController();
-    const runA = a.start(stopA.signal);
-    const runB = b.start(stopB.signal);
-    try {
-      const first = await eventually("a leader", () => (a.isLeader() ? a : b.isLeader() ? b : undefined));
-      const other = first === a ? b : a;
-      // Several retry periods later there is still exactly one.
-      for (let i = 0; i < 8; i++) {
-        await new Promise((r) => setTimeout(r, 250));
-        expect([a.isLeader(), b.isLeader()].filter(Boolean)).toHaveLength(1);
-      }
-      expect(other.leader()).toBe(first === a ? "replica-a" : "replica-b");
-      const stoppedAt = Date.now();
-      (first === a ? stopA : stopB).abort();
-      await (first === a ? runA : runB);
-      expect(first.isLeader()).toBe(false);
-      await eventually("failover", () => other.isLeader(), { timeoutMs: 10_000 });
-      const took = Date.now() - stoppedAt;
-      // Takeover needs the lease to run out (3 s) and then a retry (0.25 s), plus one API call.
-      expect(took).toBeLessThan(3_000 + 250 * 4 + 2_000);
-      const lease = await primary
-        .makeApiClient(CoordinationV1Api)
-        .readNamespacedLease({ name: "failover-test", namespace: NS });
-      expect(lease.spec?.holderIdentity).toBe(first === a ? "replica-b" : "replica-a");
-      expect(lease.spec?.leaseTransitions).toBe(1);
-    } finally {
-      stopA.abort();
-      stopB.abort();
-      await Promise.all([runA, runB]);
-    }
-  });
-
   it("picks up ConfigMap edits without a restart and keeps the last valid config on a bad edit", async () => {
     const east = set.get("east");
     const eks = set.get("eks");
@@ -640,10 +705,13 @@ describe("cluster registry", () => {
     );
     expect(registry.config()!.remotes.map((r) => r.name)).toEqual(["east", "eks", "onprem"]);
     expect(registry.client("onprem")).toBeDefined();
-    await putConfigMap(primary, "switchyard-clusters", without);
   });
 
   it("only the leader replica writes status; the other takes over when it stops", async () => {
+    await eventually(
+      "cp-1 leads and writes",
+      () => registry.isLeader() && registry.metrics.statusWriteCount().success > 0,
+    );
     const second = new ClusterRegistry({
       kubeConfig: primary,
       namespace: NS,
@@ -668,8 +736,7 @@ describe("cluster registry", () => {
       expect(registry.metrics.statusWriteCount().success).toBeGreaterThan(0);
       expect(await second.metrics.registry.metrics()).toContain("switchyard_control_plane_leader 0");
       // The leader replica goes away: the other takes over and keeps status current.
-      stop.abort();
-      await run;
+      await stopRegistry();
       expect(registry.isLeader()).toBe(false);
       await eventually(
         "second replica leads and writes",
@@ -689,14 +756,20 @@ describe("cluster registry", () => {
     }
   });
 
-  it("never logs a token, key or AWS secret", () => {
+  it("never logs a token, key or AWS secret", async () => {
+    // What handles secret values: start-up (above), a bearer renewal, an mTLS Secret reload.
+    await renewEastToken();
+    await rotateOnpremCertificate();
+    await registry.nextRound();
+    // The log is really captured, and each path that handles a secret wrote to it.
     const all = lines.join("");
-    expect(lines.length).toBeGreaterThan(10);
-    for (const s of secrets) {
-      const probe = s.includes("PRIVATE KEY") ? s.split("\n")[1]! : s;
-      expect(all.includes(probe), "a secret value appears in the logs").toBe(false);
-    }
-    expect(all).not.toContain("k8s-aws-v1.");
-    expect(all).not.toMatch(/eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\./); // no JWT at all
+    for (const event of [
+      "cluster registry started",
+      "eks token minted",
+      "bearer token renewed",
+      "credentials reloaded from Secret",
+    ])
+      expect(all).toContain(event);
+    expectNoSecretLogged();
   });
 });

@@ -1,11 +1,13 @@
 // RouteDiscovery end to end: the control plane's server and the router's client, both
 // real, over real gRPC/TLS; routers authenticated by ServiceAccount tokens that a real
 // kube-apiserver reviews (TokenReview), or by client certificate. The control plane
-// reviews tokens as a dedicated user holding only `create tokenreviews`.
+// reviews tokens as a dedicated user holding only `create tokenreviews`. Connections have a
+// maximum age; a router moves to a new one without losing or re-fetching its table.
 import { createHash } from "node:crypto";
 import { create } from "@bufbuild/protobuf";
-import { Code } from "@connectrpc/connect";
+import { status } from "@grpc/grpc-js";
 import { CoreV1Api, RbacAuthorizationV1Api } from "@kubernetes/client-node";
+import { pino, type Logger } from "pino";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import {
   RouteDiscoveryServer,
@@ -135,7 +137,18 @@ class TableSink implements RouteSink {
   }
 }
 
-async function startControlPlane(cache: RouteSnapshotCache, port = 0) {
+/** JSON log lines of a pino logger, kept for assertions. */
+function capturedLogger(): { logger: Logger; lines: Array<{ level: number; msg: string }> } {
+  const lines: Array<{ level: number; msg: string }> = [];
+  const logger = pino({ level: "debug" }, { write: (line: string) => void lines.push(JSON.parse(line)) });
+  return { logger, lines };
+}
+
+async function startControlPlane(
+  cache: RouteSnapshotCache,
+  port = 0,
+  extra: { maxConnectionAgeMs?: number; logger?: Logger } = {},
+) {
   const kc = (await import("@kubernetes/client-node")).KubeConfig;
   const reviewerKc = new kc();
   reviewerKc.loadFromFile(reviewerKubeconfig);
@@ -148,11 +161,13 @@ async function startControlPlane(cache: RouteSnapshotCache, port = 0) {
       }),
       clientCertificate: { allowedCommonNames: ["router-mtls"] },
     }),
+    ...(extra.logger ? { logger: extra.logger } : {}),
   });
   const server = new RouteDiscoveryServer({
     streams,
     host: "127.0.0.1",
     port,
+    ...(extra.maxConnectionAgeMs ? { maxConnectionAgeMs: extra.maxConnectionAgeMs } : {}),
     tls: { certPem: serverCert.certPem, keyPem: serverCert.keyPem, clientCaPem: tlsCa.certPem },
   });
   const { url, port: bound } = await server.listen();
@@ -164,6 +179,7 @@ function startRouter(
   url: string,
   credentials: RouteDiscoveryClientCredentials,
   live: () => string[] = () => [],
+  logger?: Logger,
 ) {
   const sink = new TableSink();
   const client = new RouteDiscoveryClient({
@@ -174,6 +190,7 @@ function startRouter(
     credentials,
     backoff: { initialMs: 50, maxMs: 200 },
     liveSessionsIntervalMs: 60_000,
+    ...(logger ? { logger } : {}),
   });
   const ac = new AbortController();
   const done = client.start(ac.signal);
@@ -238,9 +255,9 @@ describe("RouteDiscovery with TokenReview against a real API server", () => {
   });
 
   it.each([
-    ["no credentials", undefined, Code.Unauthenticated],
-    ["a token the API server does not accept", "not-a-real-token", Code.Unauthenticated],
-    ["a valid token of a ServiceAccount not on the allow-list", "other", Code.PermissionDenied],
+    ["no credentials", undefined, status.UNAUTHENTICATED],
+    ["a token the API server does not accept", "not-a-real-token", status.UNAUTHENTICATED],
+    ["a valid token of a ServiceAccount not on the allow-list", "other", status.PERMISSION_DENIED],
   ] as const)("refuses a router with %s and sends it nothing", async (_name, token, code) => {
     const cache = new RouteSnapshotCache({ ready: true });
     cache.upsert(route("mc-secret"));
@@ -284,13 +301,13 @@ describe("RouteDiscovery with TokenReview against a real API server", () => {
     const foreign = await foreignCa.issue({ commonName: "router-mtls", usage: "client" });
     const s = rawStream(cp.url, { cert: foreign });
     s.send({ routerId: "impostor" });
-    expect((await s.ended)?.code).toBe(Code.Unauthenticated);
+    expect((await s.ended)?.code).toBe(status.UNAUTHENTICATED);
     expect(s.responses).toEqual([]);
 
     const wrongCn = await tlsCa.issue({ commonName: "someone", usage: "client" });
     const s2 = rawStream(cp.url, { cert: wrongCn });
     s2.send({ routerId: "someone" });
-    expect((await s2.ended)?.code).toBe(Code.PermissionDenied);
+    expect((await s2.ended)?.code).toBe(status.PERMISSION_DENIED);
     expect(s2.responses).toEqual([]);
   });
 
@@ -327,13 +344,62 @@ describe("RouteDiscovery with TokenReview against a real API server", () => {
     expect(sink.ids()).toEqual(["mc-b", "mc-z"]);
   });
 
+  it("moves a router to a new connection when its connection reaches the maximum age, table intact, no error", async () => {
+    const cache = new RouteSnapshotCache({ ready: true });
+    cache.replaceAll([route("mc-a"), route("mc-b")]);
+    const cpLog = capturedLogger();
+    const routerLog = capturedLogger();
+    const cp = await startControlPlane(cache, 0, { maxConnectionAgeMs: 1000, logger: cpLog.logger });
+    const { sink, client } = startRouter(
+      cp.url,
+      { token: () => tokens.router, tls: { ca: tlsCa.certPem } },
+      () => ["mc-a"],
+      routerLog.logger,
+    );
+    await expect.poll(() => client.version(), { timeout: 10_000 }).toBe(cache.version());
+    // Sample the table all along: it must never lose a session across reconnects.
+    const gaps: string[][] = [];
+    const sampler = setInterval(() => {
+      const ids = sink.ids();
+      if (!(ids.includes("mc-a") && ids.includes("mc-b"))) gaps.push(ids);
+    }, 5);
+    cleanups.push(() => clearInterval(sampler));
+
+    await expect.poll(() => client.status().goawayReconnects, { timeout: 10_000 }).toBeGreaterThanOrEqual(1);
+    cache.upsert(route("mc-c")); // published on whichever stream is current
+    await expect.poll(() => sink.ids(), { timeout: 10_000 }).toEqual(["mc-a", "mc-b", "mc-c"]);
+    await expect.poll(() => client.status().goawayReconnects, { timeout: 10_000 }).toBeGreaterThanOrEqual(3);
+    clearInterval(sampler);
+
+    expect(gaps).toEqual([]);
+    // One full snapshot on the first connect; every later stream resumed from its version.
+    expect(sink.deltas.map((d) => d.fullResync)).toEqual([true, false]);
+    const seen = client.status();
+    expect(seen.lastError).toBeUndefined();
+    // Every stream but the current one (or one being opened) ended by GOAWAY.
+    expect(seen.streamsOpened - seen.goawayReconnects).toBeGreaterThanOrEqual(0);
+    expect(seen.streamsOpened - seen.goawayReconnects).toBeLessThanOrEqual(1);
+    // Nothing an operator alarms on: no warning or error on either side, no protocol error.
+    expect(routerLog.lines.filter((l) => l.level >= 40)).toEqual([]);
+    expect(routerLog.lines.map((l) => l.msg)).toContain(
+      "control plane closed the connection; reopening the stream",
+    );
+    expect(cpLog.lines.filter((l) => l.level >= 40)).toEqual([]);
+    expect(cp.streams.metrics.counts.protocolErrors.size).toBe(0);
+    expect(await cp.streams.metrics.registry.metrics()).not.toMatch(/protocol_errors_total\{.*\} [1-9]/);
+    // The old streams are gone; the router is connected once, at the current version.
+    await expect
+      .poll(() => cp.streams.connectedRouters().map((r) => r.ackedVersion))
+      .toEqual([cache.version()]);
+  });
+
   it("answers UNAVAILABLE, not UNAUTHENTICATED, while the API server cannot review a token", async () => {
     const cp = await startControlPlane(new RouteSnapshotCache({ ready: true }));
     await primary.stopApiServer();
     try {
       const s = rawStream(cp.url, { token: tokens.spare });
       s.send({ routerId: "router-0" });
-      expect((await s.ended)?.code).toBe(Code.Unavailable);
+      expect((await s.ended)?.code).toBe(status.UNAVAILABLE);
       expect(s.responses).toEqual([]);
       expect(cp.streams.metrics.counts.auth.unavailable).toBe(1);
     } finally {

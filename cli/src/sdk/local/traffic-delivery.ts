@@ -4,11 +4,11 @@
 //   caller, for a mirror it is discarded;
 // - stolen HTTP requests (filtered steals) are replayed as local HTTP requests and the
 //   local response is sent back; a local failure answers 502 with the reason.
+//   Requests go over kept-alive connections (local-http-client.ts).
 // Port mapping: a target port maps to itself unless `--port 8080:3000` says otherwise.
-import { request as httpRequest } from "node:http";
 import { connect } from "node:net";
 import type { IncomingConnection, IncomingHttpRequest } from "../session/incoming-traffic.js";
-import type { SessionClient } from "../session/session-client.js";
+import { LocalHttpClient, type LocalHttpOptions } from "./local-http-client.js";
 
 export interface TrafficDeliveryOptions {
   /** Target port → local port. Unlisted ports go to the same local port number. */
@@ -17,27 +17,29 @@ export interface TrafficDeliveryOptions {
   localHost?: string;
   /** Called on each delivery failure (local app not listening, …), for the CLI's log. */
   onError?: (what: string, err: Error) => void;
+  /** Connections and deadlines toward the local process for stolen HTTP requests. */
+  http?: LocalHttpOptions;
 }
 
-const HOP_BY_HOP = new Set([
-  "connection",
-  "keep-alive",
-  "proxy-connection",
-  "transfer-encoding",
-  "upgrade",
-  "te",
-  "trailer",
-]);
+/** What delivery needs of a session: its incoming-traffic events (a SessionClient has them). */
+export interface TrafficSource {
+  on(event: "connection", listener: (c: IncomingConnection) => void): unknown;
+  on(event: "httpRequest", listener: (r: IncomingHttpRequest) => void): unknown;
+  off(event: "connection", listener: (c: IncomingConnection) => void): unknown;
+  off(event: "httpRequest", listener: (r: IncomingHttpRequest) => void): unknown;
+}
 
 export class TrafficDelivery {
   /** Counters for the status line and tests. */
   readonly stats = { connections: 0, httpRequests: 0, failures: 0 };
-  readonly #o: Required<Omit<TrafficDeliveryOptions, "onError">> & Pick<TrafficDeliveryOptions, "onError">;
+  readonly #o: Required<Omit<TrafficDeliveryOptions, "onError" | "http">> &
+    Pick<TrafficDeliveryOptions, "onError">;
+  readonly #http: LocalHttpClient;
   readonly #onConn = (c: IncomingConnection) => this.#connection(c);
   readonly #onReq = (r: IncomingHttpRequest) => void this.#httpRequest(r);
 
   constructor(
-    private readonly session: SessionClient,
+    private readonly session: TrafficSource,
     options: TrafficDeliveryOptions = {},
   ) {
     for (const [from, to] of options.ports ?? [])
@@ -49,6 +51,7 @@ export class TrafficDelivery {
       localHost: options.localHost ?? "127.0.0.1",
       onError: options.onError,
     };
+    this.#http = new LocalHttpClient(this.#o.localHost, options.http);
   }
 
   start(): void {
@@ -56,9 +59,11 @@ export class TrafficDelivery {
     this.session.on("httpRequest", this.#onReq);
   }
 
+  /** Stops taking traffic; requests in flight are still answered, then local connections close. */
   stop(): void {
     this.session.off("connection", this.#onConn);
     this.session.off("httpRequest", this.#onReq);
+    void this.#http.close();
   }
 
   localPortFor(targetPort: number): number {
@@ -91,46 +96,8 @@ export class TrafficDelivery {
   async #httpRequest(r: IncomingHttpRequest): Promise<void> {
     this.stats.httpRequests++;
     const port = this.localPortFor(r.info?.port ?? 0);
-    const headers: Array<[string, string]> = [];
-    for (const h of r.headers) if (!HOP_BY_HOP.has(h.name.toLowerCase())) headers.push([h.name, h.value]);
-    headers.push(["content-length", String(r.body.length)]);
-    // HTTP/1.1 servers (Node's included) refuse requests without Host.
-    if (!headers.some(([n]) => n.toLowerCase() === "host"))
-      headers.push(["host", `${this.#o.localHost}:${port}`]);
     try {
-      const answer = await new Promise<{
-        status: number;
-        headers: Array<{ name: string; value: string }>;
-        body: Buffer;
-      }>((resolve, reject) => {
-        const req = httpRequest(
-          {
-            host: this.#o.localHost,
-            port,
-            method: r.method,
-            path: r.path,
-            headers: headers.flat(),
-            agent: false,
-          },
-          (res) => {
-            const chunks: Buffer[] = [];
-            res.on("data", (c: Buffer) => chunks.push(c));
-            res.on("error", reject);
-            res.on("end", () => {
-              const out: Array<{ name: string; value: string }> = [];
-              for (let i = 0; i < res.rawHeaders.length; i += 2) {
-                const name = res.rawHeaders[i]!;
-                if (!HOP_BY_HOP.has(name.toLowerCase()) && name.toLowerCase() !== "content-length")
-                  out.push({ name, value: res.rawHeaders[i + 1]! });
-              }
-              resolve({ status: res.statusCode ?? 502, headers: out, body: Buffer.concat(chunks) });
-            });
-          },
-        );
-        req.on("error", reject);
-        req.end(r.body);
-      });
-      r.respond(answer);
+      r.respond(await this.#http.send(port, r));
     } catch (err) {
       this.#fail(`stolen ${r.method} ${r.path} to local port ${port}`, err as Error);
       r.respond({

@@ -1,0 +1,36 @@
+// Original file: proto/route_discovery.proto
+
+import type { SessionState as _switchyard_routes_v1_SessionState, SessionState__Output as _switchyard_routes_v1_SessionState__Output } from '../../../switchyard/routes/v1/SessionState.js';
+import type { Upstream as _switchyard_routes_v1_Upstream, Upstream__Output as _switchyard_routes_v1_Upstream__Output } from '../../../switchyard/routes/v1/Upstream.js';
+
+/**
+ * The routing table of one session as one router must serve it.
+ */
+export interface SessionRoute {
+  /**
+   * e.g. "mc-0123456789abcdef" (parent) or "mc-0123456789abcdef-east" (child).
+   */
+  'sessionId'?: (string);
+  /**
+   * Lowercase hex sha256 of the secret the connecting client presents.
+   */
+  'clientKeyHash'?: (string);
+  'state'?: (_switchyard_routes_v1_SessionState);
+  'upstreams'?: (_switchyard_routes_v1_Upstream)[];
+}
+
+/**
+ * The routing table of one session as one router must serve it.
+ */
+export interface SessionRoute__Output {
+  /**
+   * e.g. "mc-0123456789abcdef" (parent) or "mc-0123456789abcdef-east" (child).
+   */
+  'sessionId': (string);
+  /**
+   * Lowercase hex sha256 of the secret the connecting client presents.
+   */
+  'clientKeyHash': (string);
+  'state': (_switchyard_routes_v1_SessionState__Output);
+  'upstreams': (_switchyard_routes_v1_Upstream__Output)[];
+}

@@ -1,0 +1,48 @@
+// Original file: proto/route_discovery.proto
+
+
+export interface Upstream {
+  /**
+   * Cluster name (RFC 1123 label); the agent id in a member gateway.
+   */
+  'cluster'?: (string);
+  /**
+   * ws:// or wss:// URL of the upstream (gateway router or agent).
+   */
+  'url'?: (string);
+  /**
+   * Secret this router presents to that upstream.
+   */
+  'secret'?: (string);
+  /**
+   * Receives the stateful and outgoing frame families.
+   */
+  'isDefault'?: (boolean);
+  /**
+   * Optional PEM CA bundle to verify a wss:// upstream.
+   */
+  'caPem'?: (string);
+}
+
+export interface Upstream__Output {
+  /**
+   * Cluster name (RFC 1123 label); the agent id in a member gateway.
+   */
+  'cluster': (string);
+  /**
+   * ws:// or wss:// URL of the upstream (gateway router or agent).
+   */
+  'url': (string);
+  /**
+   * Secret this router presents to that upstream.
+   */
+  'secret': (string);
+  /**
+   * Receives the stateful and outgoing frame families.
+   */
+  'isDefault': (boolean);
+  /**
+   * Optional PEM CA bundle to verify a wss:// upstream.
+   */
+  'caPem': (string);
+}

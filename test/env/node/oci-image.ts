@@ -1,0 +1,223 @@
+// Container images without Docker and without a registry: an image is described as a list of
+// files (host files, host binaries with their shared-library closure, or literal content) plus
+// its entrypoint, and written as an OCI image-layout archive (one uncompressed layer) that
+// `ctr -n k8s.io images import` takes as it is. Pods run them with `imagePullPolicy: Never`.
+// The images the real nodes need are here too: the pod sandbox (`pause`, coreutils `sleep`),
+// a Node.js runtime and an iptables image.
+import { createHash } from "node:crypto";
+import { existsSync, mkdirSync, readdirSync, realpathSync, rmSync, statSync } from "node:fs";
+import { dirname, join, posix } from "node:path";
+import { hostOutput } from "./host-command.js";
+import { TarWriter } from "./tar-archive.js";
+
+/** One entry of an image's filesystem, at an absolute path inside the image. */
+export type ImageFile =
+  | { path: string; source: string; mode?: number }
+  | { path: string; content: string | Buffer; mode?: number }
+  | { path: string; symlink: string }
+  | { path: string; directory: true; mode?: number };
+
+export interface ImageSpec {
+  /** Full reference, e.g. `switchyard.test/node:1` (what a pod's `image:` names). */
+  name: string;
+  files: ImageFile[];
+  entrypoint?: string[];
+  cmd?: string[];
+  env?: string[];
+  workingDir?: string;
+}
+
+export interface ImageArchive {
+  name: string;
+  /** The OCI image-layout tar to import. */
+  file: string;
+  /** `sha256:…` of the image manifest. */
+  manifestDigest: string;
+  /** Size of the archive in bytes. */
+  bytes: number;
+}
+
+export class OciImageError extends Error {
+  readonly code = "SWITCHYARD_TEST_IMAGE_FAILED";
+}
+
+const PATH_ENV = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/**
+ * A host binary and every shared library `ldd` says it loads, at the same paths in the image
+ * (symlinks resolved to their content), so a dynamically linked program runs in an image with
+ * nothing else in it. `as` places the binary elsewhere in the image.
+ */
+export async function hostBinary(path: string, as = path): Promise<ImageFile[]> {
+  if (!existsSync(path)) throw new OciImageError(`${path} does not exist on this host`);
+  const files: ImageFile[] = [{ path: as, source: realpathSync(path), mode: 0o755 }];
+  for (const lib of await sharedLibraries(path)) files.push({ path: lib, source: realpathSync(lib) });
+  return files;
+}
+
+/** The shared libraries (and the ELF interpreter) a binary or library loads, per `ldd`. */
+export async function sharedLibraries(path: string): Promise<string[]> {
+  const out = await hostOutput("ldd", [path], { allowFailure: true, timeoutMs: 10_000 });
+  if (/not a dynamic executable/.test(out)) return [];
+  const libs: string[] = [];
+  for (const line of out.split("\n")) {
+    const m = /=>\s+(\/\S+)/.exec(line) ?? /^\s*(\/\S+)\s+\(/.exec(line);
+    if (m) libs.push(m[1]!);
+    else if (/=>\s+not found/.test(line)) throw new OciImageError(`${path}: ${line.trim()}`);
+  }
+  return libs;
+}
+
+/** Every parent directory of the image's paths, so the layer lists them before their content. */
+function parentDirectories(paths: string[]): string[] {
+  const dirs = new Set<string>();
+  for (const p of paths) {
+    for (let d = posix.dirname(p); d !== "/" && d !== "."; d = posix.dirname(d)) dirs.add(d);
+  }
+  return [...dirs].sort();
+}
+
+const rel = (p: string) => p.replace(/^\/+/, "");
+
+function sha256(data: string | Buffer): string {
+  return createHash("sha256").update(data).digest("hex");
+}
+
+/** Writes `spec` as an OCI image-layout archive at `file` (its directory is used for scratch). */
+export function writeImageArchive(spec: ImageSpec, file: string): ImageArchive {
+  const scratch = `${file}.d`;
+  rmSync(scratch, { recursive: true, force: true });
+  mkdirSync(scratch, { recursive: true });
+  try {
+    // Later entries replace earlier ones with the same path (a closure lists libc many times).
+    const byPath = new Map<string, ImageFile>();
+    for (const f of spec.files) {
+      if (!f.path.startsWith("/")) throw new OciImageError(`image path must be absolute: ${f.path}`);
+      byPath.set(posix.normalize(f.path), f);
+    }
+    const layerFile = join(scratch, "layer.tar");
+    const layer = new TarWriter(layerFile);
+    const explicitDirs = new Set([...byPath.values()].filter((f) => "directory" in f).map((f) => f.path));
+    for (const d of parentDirectories([...byPath.keys()])) if (!explicitDirs.has(d)) layer.directory(rel(d));
+    for (const [path, f] of [...byPath.entries()].sort(([a], [b]) => a.localeCompare(b))) {
+      if ("directory" in f) layer.directory(rel(path), f.mode ?? 0o755);
+      else if ("symlink" in f) layer.symlink(rel(path), f.symlink);
+      else if ("source" in f) layer.copy(rel(path), f.source, f.mode);
+      else layer.file(rel(path), Buffer.from(f.content), f.mode ?? 0o644);
+    }
+    const layerBlob = layer.close();
+    const config = JSON.stringify({
+      architecture: "amd64",
+      os: "linux",
+      config: {
+        Env: spec.env ?? [PATH_ENV],
+        ...(spec.entrypoint ? { Entrypoint: spec.entrypoint } : {}),
+        ...(spec.cmd ? { Cmd: spec.cmd } : {}),
+        ...(spec.workingDir ? { WorkingDir: spec.workingDir } : {}),
+      },
+      rootfs: { type: "layers", diff_ids: [`sha256:${layerBlob.sha256}`] },
+    });
+    const manifest = JSON.stringify({
+      schemaVersion: 2,
+      mediaType: "application/vnd.oci.image.manifest.v1+json",
+      config: {
+        mediaType: "application/vnd.oci.image.config.v1+json",
+        digest: `sha256:${sha256(config)}`,
+        size: Buffer.byteLength(config),
+      },
+      layers: [
+        {
+          mediaType: "application/vnd.oci.image.layer.v1.tar",
+          digest: `sha256:${layerBlob.sha256}`,
+          size: layerBlob.size,
+        },
+      ],
+    });
+    const manifestDigest = `sha256:${sha256(manifest)}`;
+    const tag = spec.name.slice(spec.name.lastIndexOf(":") + 1);
+    const index = JSON.stringify({
+      schemaVersion: 2,
+      mediaType: "application/vnd.oci.image.index.v1+json",
+      manifests: [
+        {
+          mediaType: "application/vnd.oci.image.manifest.v1+json",
+          digest: manifestDigest,
+          size: Buffer.byteLength(manifest),
+          platform: { architecture: "amd64", os: "linux" },
+          annotations: { "io.containerd.image.name": spec.name, "org.opencontainers.image.ref.name": tag },
+        },
+      ],
+    });
+    mkdirSync(dirname(file), { recursive: true });
+    const archive = new TarWriter(file);
+    archive.file("oci-layout", Buffer.from(JSON.stringify({ imageLayoutVersion: "1.0.0" })));
+    archive.file("index.json", Buffer.from(index));
+    archive.directory("blobs");
+    archive.directory("blobs/sha256");
+    archive.file(`blobs/sha256/${sha256(config)}`, Buffer.from(config));
+    archive.file(`blobs/sha256/${manifestDigest.slice(7)}`, Buffer.from(manifest));
+    archive.copy(`blobs/sha256/${layerBlob.sha256}`, layerFile, 0o644);
+    const written = archive.close();
+    return { name: spec.name, file, manifestDigest, bytes: written.size };
+  } finally {
+    rmSync(scratch, { recursive: true, force: true });
+  }
+}
+
+/** Directories every image gets, so the runtime can mount /etc/hosts, /tmp, /proc… into it. */
+function baseDirectories(): ImageFile[] {
+  return [
+    { path: "/etc", directory: true },
+    { path: "/tmp", directory: true, mode: 0o1777 },
+    { path: "/proc", directory: true },
+    { path: "/sys", directory: true },
+    { path: "/dev", directory: true },
+    {
+      path: "/etc/passwd",
+      content: "root:x:0:0:root:/root:/sbin/nologin\nnobody:x:65534:65534::/:/sbin/nologin\n",
+    },
+    { path: "/etc/group", content: "root:x:0:\nnogroup:x:65534:\n" },
+  ];
+}
+
+/** The pod sandbox image: coreutils `sleep infinity` (the runtime stops sandboxes with SIGKILL). */
+export async function pauseImage(name = "switchyard.test/pause:1"): Promise<ImageSpec> {
+  return {
+    name,
+    files: [...baseDirectories(), ...(await hostBinary("/usr/bin/sleep", "/pause"))],
+    entrypoint: ["/pause", "infinity"],
+  };
+}
+
+/** A Node.js runtime: the host's `node` and its library closure; entrypoint `node`. */
+export async function nodeRuntimeImage(name = "switchyard.test/node:1"): Promise<ImageSpec> {
+  const node = (await hostOutput("sh", ["-c", "command -v node"])).trim();
+  return {
+    name,
+    files: [...baseDirectories(), ...(await hostBinary(node, "/usr/local/bin/node"))],
+    entrypoint: ["/usr/local/bin/node"],
+  };
+}
+
+/**
+ * iptables (the nf_tables flavour) for init containers that redirect ports: the multi-call
+ * binary, its command names, its libraries and its extensions (loaded with dlopen, so `ldd`
+ * of the binary does not list them), and /etc/protocols for `-p tcp`.
+ */
+export async function iptablesImage(name = "switchyard.test/iptables:1"): Promise<ImageSpec> {
+  const multi = "/usr/sbin/xtables-nft-multi";
+  const extDir = "/usr/lib/x86_64-linux-gnu/xtables";
+  if (!existsSync(multi) || !existsSync(extDir))
+    throw new OciImageError(`${multi} or ${extDir} is missing: install the Debian package iptables`);
+  const files: ImageFile[] = [...baseDirectories(), ...(await hostBinary(multi))];
+  for (const cmd of ["iptables", "iptables-save", "iptables-restore", "ip6tables"])
+    files.push({ path: `/usr/sbin/${cmd}`, symlink: "xtables-nft-multi" });
+  for (const ext of readdirSync(extDir).filter((f) => f.endsWith(".so"))) {
+    const path = join(extDir, ext);
+    files.push({ path, source: realpathSync(path) });
+    for (const lib of await sharedLibraries(path)) files.push({ path: lib, source: realpathSync(lib) });
+  }
+  if (statSync("/etc/protocols", { throwIfNoEntry: false }))
+    files.push({ path: "/etc/protocols", source: "/etc/protocols" });
+  return { name, files, entrypoint: ["/usr/sbin/iptables"] };
+}
