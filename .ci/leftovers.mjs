@@ -17,17 +17,6 @@ const BINARIES = /(^|\/)(kube-apiserver|kube-controller-manager|etcd)(-v[\d.]+)?
 const FIXTURES = /test\/e2e\/fixtures\/local-app\.mjs/;
 /** Entries of TMPDIR that are caches, not leftovers: tsx's compile cache (`tsx-<uid>`). */
 const CACHES = [/^tsx-\d+$/];
-/**
- * Temp directories that tests outside test/env are known to leave; listed on every run
- * (so they get fixed) without failing it. Remove an entry once its test cleans up.
- */
-const KNOWN = [
-  { pattern: /^agent-secrets-/, by: "data-plane/agent/src/agent-server.test.ts" },
-  { pattern: /^secrets-/, by: "data-plane/agent/src/session-secrets.test.ts" },
-  { pattern: /^cp-opts-/, by: "control-plane/src/control-plane-options.test.ts" },
-  { pattern: /^agent-it-/, by: "test/integration/agent/agent-protocol.test.ts" },
-  { pattern: /^chart-flags-/, by: "test/integration/chart/chart-render.test.ts" },
-];
 
 /** [{ pid, ppid, start, zombie, args, env }] of every process we can see. */
 function processes() {
@@ -102,7 +91,7 @@ function leftoverProcesses(before, tmp) {
 }
 
 function leftoverFiles(tmp) {
-  const found = { leftovers: [], known: [] };
+  const found = { leftovers: [] };
   if (!existsSync(tmp)) return found;
   for (const entry of readdirSync(tmp)) {
     if (CACHES.some((c) => c.test(entry))) continue;
@@ -112,9 +101,7 @@ function leftoverFiles(tmp) {
       for (const e of readdirSync(path)) found.leftovers.push(join(path, e));
       continue;
     }
-    const known = KNOWN.find((k) => k.pattern.test(entry));
-    if (known) found.known.push(`${path} (left by ${known.by})`);
-    else found.leftovers.push(path);
+    found.leftovers.push(path);
   }
   return found;
 }
@@ -126,7 +113,6 @@ if (mode === "snapshot" && file) {
   const before = new Set(JSON.parse(readFileSync(file, "utf8")));
   const procs = leftoverProcesses(before, resolve(tmp));
   const files = leftoverFiles(resolve(tmp));
-  for (const k of files.known) console.error(`leftovers: known, to fix: ${k}`);
   if (procs.length === 0 && files.leftovers.length === 0) {
     console.error("leftovers: none (no process, no file)");
     process.exit(0);

@@ -12,7 +12,12 @@ import { clusterSessionClient } from "../proto/api/v1alpha1/index.js";
 import { installCrds } from "../control-plane/src/runtime/index.js";
 import { ProcessAgentProvisioner } from "../control-plane/src/member/index.js";
 import { runPods, startClusterSet } from "../test/env/index.js";
-import { startMember, startRouteDiscovery, tempDir } from "../test/integration/member/member-harness.js";
+import {
+  removeTempDirs,
+  startMember,
+  startRouteDiscovery,
+  tempDir,
+} from "../test/integration/member/member-harness.js";
 import { eventually } from "../test/support/poll.js";
 import { summary, writeResult } from "./stats-support.js";
 
@@ -112,5 +117,6 @@ export async function runMemberLatencyBench(
   } finally {
     await provisioner.stopAll();
     await set.stop();
+    removeTempDirs();
   }
 }

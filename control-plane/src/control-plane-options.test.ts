@@ -1,5 +1,5 @@
-import { mkdtempSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { writeFileSync } from "node:fs";
+import { testScratchDir } from "../../test/support/scratch-dir.js";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { OptionError } from "../../lib/option-error.js";
@@ -34,7 +34,7 @@ describe("parseControlPlaneArgs", () => {
   });
 
   it("reads TLS files and the namespace from POD_NAMESPACE", () => {
-    const dir = mkdtempSync(join(tmpdir(), "cp-opts-"));
+    const dir = testScratchDir("cp-opts-");
     writeFileSync(join(dir, "c.pem"), "CERT");
     writeFileSync(join(dir, "k.pem"), "KEY");
     const o = parseControlPlaneArgs(

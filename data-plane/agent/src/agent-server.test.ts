@@ -14,6 +14,7 @@ import {
 } from "node:net";
 import { pino } from "pino";
 import { afterEach, describe, expect, it } from "vitest";
+import { testScratchDir } from "../../../test/support/scratch-dir.js";
 import WebSocket, { WebSocketServer } from "ws";
 import {
   decodePayload,
@@ -183,10 +184,9 @@ describe("authentication and hello", () => {
   });
 
   it("accepts per-session secrets from a secrets file only for their session", async () => {
-    const { mkdtempSync, writeFileSync } = await import("node:fs");
+    const { writeFileSync } = await import("node:fs");
     const { join } = await import("node:path");
-    const { tmpdir } = await import("node:os");
-    const dir = mkdtempSync(join(tmpdir(), "agent-secrets-"));
+    const dir = testScratchDir("agent-secrets-");
     const file = join(dir, "secrets.yaml");
     writeFileSync(file, `sessions:\n  sess-a:\n    secretSha256: ${sha256Hex("secret-a")}\n`);
     const app = await startApp();

@@ -1,5 +1,5 @@
-import { mkdtempSync, utimesSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { utimesSync, writeFileSync } from "node:fs";
+import { testScratchDir } from "../../../test/support/scratch-dir.js";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { INVALID_OPTION } from "../../../lib/option-error.js";
@@ -21,7 +21,7 @@ describe("SessionSecrets", () => {
   });
 
   it("accepts flag hashes for every session and file entries only for their session", async () => {
-    const dir = mkdtempSync(join(tmpdir(), "secrets-"));
+    const dir = testScratchDir("secrets-");
     const file = join(dir, "s.yaml");
     writeFileSync(
       file,
@@ -38,7 +38,7 @@ describe("SessionSecrets", () => {
   });
 
   it("re-reads the file when it changes and keeps the last good content when it breaks", async () => {
-    const dir = mkdtempSync(join(tmpdir(), "secrets-"));
+    const dir = testScratchDir("secrets-");
     const file = join(dir, "s.json");
     writeFileSync(file, JSON.stringify({ sessions: { a: { secretSha256: sha256Hex("one") } } }));
     const errors: string[] = [];

@@ -2,7 +2,7 @@
 // env equals the pod's kubelet-resolved env (with include/exclude and the DB-branch
 // rewrite), files from a ConfigMap mount read back in pieces, paths the API cannot
 // answer get clear errors — all with a narrow RBAC identity like a sidecar's.
-import { mkdtempSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { CoreV1Api, RbacAuthorizationV1Api } from "@kubernetes/client-node";
@@ -20,6 +20,7 @@ let set: ClusterSet;
 let agent: AgentProcess;
 let metricsPort = 0;
 const clients: AgentClient[] = [];
+let dir: string | undefined;
 
 async function connect(session: string, secret = SECRET): Promise<AgentClient> {
   const c = await AgentClient.connect(agent.url(session), secret);
@@ -111,7 +112,7 @@ beforeAll(async () => {
       },
     },
   });
-  const dir = mkdtempSync(join(tmpdir(), "agent-it-"));
+  dir = mkdtempSync(join(tmpdir(), "agent-it-"));
   const secretsFile = join(dir, "secrets.json");
   writeFileSync(
     secretsFile,
@@ -153,6 +154,7 @@ afterAll(async () => {
   for (const c of clients) c.close();
   await agent?.stop();
   await set?.stop();
+  if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
 describe("env through the protocol", () => {

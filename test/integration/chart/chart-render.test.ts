@@ -3,8 +3,7 @@
 // violation fails `helm template` naming the field, with the same field, problem and fix the control
 // plane's own validator reports; valid multi-cluster values render a ConfigMap and Secrets that the
 // control plane's parsers accept and that round-trip the values; workloads are locked down.
-import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parse as parseYaml } from "yaml";
@@ -20,6 +19,7 @@ import {
 } from "../../../control-plane/src/config/credential-secret.js";
 import { createCertificateAuthority } from "../../env/index.js";
 import { chartDir, find, Helm, type Manifest } from "../../env/helm.js";
+import { testScratchDir } from "../../support/scratch-dir.js";
 import { fakeJwt, valuesShapes } from "./values-shapes.js";
 
 // Top-level await: the invalid-value table below is built at collection time and needs real PEMs.
@@ -528,7 +528,7 @@ describe("workloads", () => {
   });
 
   it("render control-plane flags that the control plane itself accepts, in every mode", async () => {
-    const dir = mkdtempSync(join(tmpdir(), "chart-flags-"));
+    const dir = testScratchDir("chart-flags-");
     writeFileSync(join(dir, "tls.crt"), "CERT");
     writeFileSync(join(dir, "tls.key"), "KEY");
     const cases: Array<[string, Values]> = [

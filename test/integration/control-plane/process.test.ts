@@ -103,6 +103,7 @@ beforeAll(async () => {
     `--router-endpoint=ws://127.0.0.1:${routerPort}`,
     "--agent-provisioner=process",
     `--agent-kubeconfig=${east.adminKubeconfigPath}`,
+    `--agent-state-dir=${join(dir, "agents")}`,
     "--leader-lease-duration-seconds=3",
     "--leader-renew-deadline-seconds=2",
     "--leader-retry-period-seconds=0.5",

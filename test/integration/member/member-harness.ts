@@ -2,7 +2,7 @@
 // authenticated by client certificate) in front of a snapshot cache, a router-side
 // RouteDiscoveryClient that records the table it is pushed, and helpers to start a
 // MemberController.
-import { mkdtempSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { KubeConfig } from "@kubernetes/client-node";
@@ -108,6 +108,15 @@ export function startMember(
   };
 }
 
+const tempDirs: string[] = [];
+
+/** A fresh directory under the temp dir; `removeTempDirs()` (in afterAll) removes every one. */
 export function tempDir(prefix: string): string {
-  return mkdtempSync(join(tmpdir(), prefix));
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  tempDirs.push(dir);
+  return dir;
+}
+
+export function removeTempDirs(): void {
+  for (const dir of tempDirs.splice(0)) rmSync(dir, { recursive: true, force: true });
 }

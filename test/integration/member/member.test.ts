@@ -33,7 +33,13 @@ import {
 import type { ControllerMetrics } from "../../../control-plane/src/runtime/index.js";
 import { SessionState } from "../../../proto/gen/route_discovery_pb.js";
 import { markPodRunning, runPods, startClusterSet, type ClusterSet } from "../../env/index.js";
-import { ROUTER_ENDPOINT, startMember, startRouteDiscovery, tempDir } from "./member-harness.js";
+import {
+  ROUTER_ENDPOINT,
+  removeTempDirs,
+  startMember,
+  startRouteDiscovery,
+  tempDir,
+} from "./member-harness.js";
 import { eventually } from "../../support/poll.js";
 
 const NS = "member-tests";
@@ -61,6 +67,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await set?.stop();
+  removeTempDirs();
 });
 
 async function createDeployment(name: string, replicas = 1): Promise<V1Deployment> {
@@ -320,7 +327,11 @@ describe("member mode with sidecar agents", () => {
     });
     const m = startMember(
       kc,
-      new SidecarAgentProvisioner({ kubeConfig: kc, agentImage: "example.test/switchyard-agent:1" }),
+      new SidecarAgentProvisioner({
+        kubeConfig: kc,
+        agentImage: "example.test/switchyard-agent:1",
+        redirectImage: "example.test/switchyard-iptables:1",
+      }),
     );
     try {
       const parent = "mc-00000000000000bb";
@@ -440,7 +451,11 @@ describe("member mode with sidecar agents", () => {
     await markPodRunning(kc, NS, "lonely");
     const m = startMember(
       kc,
-      new SidecarAgentProvisioner({ kubeConfig: kc, agentImage: "example.test/switchyard-agent:1" }),
+      new SidecarAgentProvisioner({
+        kubeConfig: kc,
+        agentImage: "example.test/switchyard-agent:1",
+        redirectImage: "example.test/switchyard-iptables:1",
+      }),
     );
     try {
       await createSession("lonely-session", { target: "pod/lonely" });
