@@ -81,6 +81,22 @@ describe("processes", () => {
     expect(existsSync(group.dir)).toBe(false);
   });
 
+  it("kills what references a removed set of its root, never what only ends in the same path", async () => {
+    const idle = (arg: string) =>
+      spawn(process.execPath, ["-e", "setTimeout(() => {}, 60_000)", "--", arg], { stdio: "ignore" });
+    const setPath = join(root, "switchyard-env", "set-gone");
+    // Another run whose own root sits deeper (a CI run with TMPDIR=/tmp/ci-x/tmp) has
+    // arguments that contain our root's path as a suffix: not ours.
+    const nested = idle(`/elsewhere${setPath}/kubeconfig`);
+    const ours = idle(`--kubeconfig=${setPath}/kubeconfig`);
+    await new Promise((r) => setTimeout(r, 200));
+    mkdirSync(join(root, "switchyard-env"), { recursive: true });
+    expect(await sweepOrphans()).toBe(1);
+    expect(isSameProcessAlive(ours.pid!, processStartTime(ours.pid!) ?? "gone")).toBe(false);
+    expect(isSameProcessAlive(nested.pid!, processStartTime(nested.pid!)!)).toBe(true);
+    nested.kill("SIGKILL");
+  });
+
   it("never kills a reused pid: the start time must match", async () => {
     const stranger = spawn("sleep", ["60"], { stdio: "ignore" });
     const dir = join(root, "switchyard-env", "set-reused");

@@ -257,7 +257,9 @@ export async function killReferencing(dir: string, wait = true): Promise<number>
 /** Kills processes naming an owned directory under `root` that no longer exists (it was stopped). */
 function killReferencingRemovedSets(root: string): Promise<number> {
   const escaped = root.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
-  const setPath = new RegExp(`${escaped}/((?:${OWNED_PREFIXES.join("|")})[^/]+)/`);
+  // Anchored at the start of an argument (or after `--flag=`): another run whose root merely
+  // ends in the same path (a CI run with its own TMPDIR under /tmp) is not ours to sweep.
+  const setPath = new RegExp(`(?:^|=)${escaped}/((?:${OWNED_PREFIXES.join("|")})[^/]+)/`);
   return killWhere((args) =>
     args.some((arg) => {
       const m = setPath.exec(arg);
