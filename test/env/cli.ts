@@ -20,6 +20,7 @@ import { startEmbeddedStack, type EmbeddedStack } from "./embedded-stack.js";
 import { envRoot, isSameProcessAlive, killChildren, processStartTime, sweepOrphans } from "./processes.js";
 import { shutdownOnSignals, type SignalShutdown } from "./signal-shutdown.js";
 import { eventually } from "../support/poll.js";
+import { sleep } from "../../lib/abortable-sleep.js";
 
 interface UpState {
   pid: number;
@@ -190,16 +191,24 @@ program
  * also covers a start still in progress, whose processes `hurry` has killed.
  */
 function stopEverythingOnSignals(stop: () => Promise<void>): SignalShutdown {
+  // SWITCHYARD_ENV_STOP_DELAY_MS holds the stop open that long (a second Ctrl-C cuts it
+  // short), so a test can send its second Ctrl-C while the stop is surely under way.
+  const delayMs = Number(process.env.SWITCHYARD_ENV_STOP_DELAY_MS ?? 0);
+  const hurried = new AbortController();
   return shutdownOnSignals({
     stop: async () => {
       try {
+        if (delayMs > 0) await sleep(delayMs, hurried.signal);
         await stop();
       } finally {
         killChildren();
         await sweepOrphans({ mine: true });
       }
     },
-    hurry: () => killChildren(),
+    hurry: () => {
+      hurried.abort();
+      killChildren();
+    },
   });
 }
 

@@ -42,10 +42,13 @@ function kill(pid: number, sig: NodeJS.Signals): void {
 }
 
 /** `npm start` in its own process group (its pid is the group id), with a private env root. */
-function npmStart(scratch = mkdtempSync(join(tmpdir(), "switchyard-stack-signals-"))): StackRun {
+function npmStart(
+  scratch = mkdtempSync(join(tmpdir(), "switchyard-stack-signals-")),
+  env: Record<string, string> = {},
+): StackRun {
   const npm = spawn("npm", ["start", "--silent"], {
     cwd: repoRoot,
-    env: { ...process.env, SWITCHYARD_ENV_TMPDIR: scratch },
+    env: { ...process.env, SWITCHYARD_ENV_TMPDIR: scratch, ...env },
     stdio: ["ignore", "pipe", "pipe"],
     detached: true,
   });
@@ -173,7 +176,10 @@ describe("npm start under signals", () => {
   }, 300_000);
 
   it("a second Ctrl-C kills at once and still removes everything; SIGTERM alone stops it too", async () => {
-    const r = npmStart();
+    // The first stop is held open for 10 min, so the second Ctrl-C (after the 1 s in which a
+    // repeat counts as the same Ctrl-C) always lands while it is under way; only the second
+    // Ctrl-C can end the run before the test's timeout.
+    const r = npmStart(undefined, { SWITCHYARD_ENV_STOP_DELAY_MS: "600000" });
     await ready(r);
     ctrlC(r);
     await new Promise((res) => setTimeout(res, 1500));
