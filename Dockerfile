@@ -1,7 +1,11 @@
 # One image for every Switchyard component: the control plane
-# (node dist/control-plane/src/main.js) and the router (node dist/data-plane/router/src/main.js);
-# the chart picks the entrypoint with `args`. Node 24 is the newest LTS line the code is tested on
-# (package.json engines: Node 20, 22, 24). Pin the base by digest in release builds.
+# (node dist/control-plane/src/main.js), the router (node dist/data-plane/router/src/main.js) and
+# the sidecar agent (node dist/data-plane/agent/src/main.js). Pods set `command: ["node"]` and
+# the main module first in `args` (chart and sidecar template; proto/product-image.ts). The
+# test environment builds the same image without Docker from this file's COPY lines and config
+# (test/env/images), and a unit test checks the two agree. Node 24 is the newest LTS line the
+# code is tested on (package.json engines: Node 20, 22, 24). Pin the base by digest in release
+# builds.
 ARG NODE_IMAGE=node:24-bookworm-slim
 
 FROM ${NODE_IMAGE} AS build

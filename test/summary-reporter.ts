@@ -32,7 +32,11 @@ export default class SummaryReporter implements Reporter {
       if (mod.state() === "failed" && failedHere === 0) failedHere = 1;
       failed += failedHere;
     }
-    process.stdout.write(`\ntests: ${passed} passed, ${failed} failed, ${skipped} skipped\n`);
+    const left =
+      process.env.SWITCHYARD_TEST_NODES === "0"
+        ? " (SWITCHYARD_TEST_NODES=0: real nodes and real pods left out)"
+        : "";
+    process.stdout.write(`\ntests: ${passed} passed, ${failed} failed, ${skipped} skipped${left}\n`);
   }
 
   /** Meant to run (declared so at collection), never started, and an enclosing hook failed. */

@@ -3,7 +3,7 @@ import { testScratchDir } from "../../test/support/scratch-dir.js";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { OptionError } from "../../lib/option-error.js";
-import { parseControlPlaneArgs, parseListen } from "./control-plane-options.js";
+import { HelpRequested, parseControlPlaneArgs, parseListen } from "./control-plane-options.js";
 
 const base = [
   "--namespace",
@@ -14,6 +14,17 @@ const base = [
 ];
 
 describe("parseControlPlaneArgs", () => {
+  it("answers --help (the image's default CMD) with the usage, not an option error", () => {
+    let thrown: unknown;
+    try {
+      parseControlPlaneArgs(["--help"]);
+    } catch (err) {
+      thrown = err;
+    }
+    expect(thrown).toBeInstanceOf(HelpRequested);
+    expect((thrown as HelpRequested).text).toMatch(/--mode <mode>[\s\S]*--redirect-image <image>/);
+  });
+
   it("parses a primary with defaults", () => {
     const o = parseControlPlaneArgs(["--mode", "primary", ...base], {});
     expect(o.mode).toBe("primary");
@@ -53,6 +64,52 @@ describe("parseControlPlaneArgs", () => {
     expect(o.tls).toEqual({ certPem: "CERT", keyPem: "KEY" });
     expect(o.namespace).toBe("sy");
     expect(o.identity).toBe("cp-0");
+  });
+
+  it("takes the agents' TLS Secret and the CAs routing tables carry for agents and gateways", () => {
+    const dir = testScratchDir("cp-opts-");
+    writeFileSync(join(dir, "ca.crt"), "CA");
+    const o = parseControlPlaneArgs(
+      [
+        "--mode",
+        "both",
+        ...base,
+        "--router-endpoint",
+        "wss://routers:8443",
+        "--agent-tls-secret",
+        "switchyard-agent-tls",
+        "--agent-ca",
+        join(dir, "ca.crt"),
+        "--gateway-ca",
+        join(dir, "ca.crt"),
+      ],
+      {},
+    );
+    expect(o).toMatchObject({ agentTlsSecret: "switchyard-agent-tls", agentCaPem: "CA", gatewayCaPem: "CA" });
+    // Plaintext stays the default (the embedded environment).
+    const plain = parseControlPlaneArgs(["--mode", "both", ...base, "--router-endpoint", "ws://x:1"], {});
+    expect(plain).toMatchObject({
+      agentTlsSecret: undefined,
+      agentCaPem: undefined,
+      gatewayCaPem: undefined,
+    });
+  });
+
+  const member = ["--mode", "member", ...base, "--router-endpoint", "ws://x:1"];
+  it.each([
+    [[...member, "--agent-tls-secret", "Not_A_Name"], "--agent-tls-secret"],
+    [
+      [...member, "--agent-provisioner", "process", "--agent-kubeconfig", "k", "--agent-tls-secret", "t"],
+      "--agent-tls-secret",
+    ],
+    [[...member, "--agent-ca", "/dev/null"], "--agent-ca"],
+    [[...member, "--agent-tls-secret", "t", "--agent-ca", "/nonexistent"], "--agent-ca"],
+    [[...member, "--gateway-ca", "/dev/null"], "--gateway-ca"],
+    [["--mode", "primary", ...base, "--gateway-ca", "/nonexistent"], "--gateway-ca"],
+  ])("refuses TLS flags %j naming %s", (argv, flag) => {
+    expect(() => parseControlPlaneArgs(argv, {})).toThrow(
+      expect.objectContaining({ option: flag, code: "SWITCHYARD_INVALID_OPTION" }) as Error,
+    );
   });
 
   it.each([

@@ -63,6 +63,14 @@ export interface ControlPlaneOptions {
   agentTrafficPortOffset: number;
   /** Sidecar provisioner: the agent image. */
   agentImage: string | undefined;
+  /** Sidecar provisioner: the image of the iptables redirect init container (sh + iptables). */
+  redirectImage: string | undefined;
+  /** Sidecar provisioner: kubernetes.io/tls Secret (in each target namespace) the agents serve wss:// with. */
+  agentTlsSecret: string | undefined;
+  /** Member: PEM CA routers verify wss:// agents with (in the routing table; default none = system trust). */
+  agentCaPem: string | undefined;
+  /** Primary: PEM CA routers verify member gateways (wss://) with (in the routing table; default none). */
+  gatewayCaPem: string | undefined;
   /** Install the CRDs at start (embedded environment; in clusters Helm does it). */
   installCrds: boolean;
 }
@@ -100,6 +108,14 @@ function readPem(flag: string, path: string): string {
 }
 
 const dnsLabel = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
+const dnsSubdomain = /^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+
+/** Thrown by parseControlPlaneArgs for `--help`; `text` is the usage to print. */
+export class HelpRequested extends Error {
+  constructor(readonly text: string) {
+    super("help requested");
+  }
+}
 
 export function parseControlPlaneArgs(
   argv: string[],
@@ -164,11 +180,23 @@ export function parseControlPlaneArgs(
       "0",
     )
     .option("--agent-image <image>", "sidecar provisioner: agent container image")
+    .option(
+      "--redirect-image <image>",
+      "sidecar provisioner: image (sh, iptables) of the redirect init container",
+    )
+    .option(
+      "--agent-tls-secret <name>",
+      "sidecar provisioner: kubernetes.io/tls Secret in each target namespace; agents serve wss:// with it",
+    )
+    .option("--agent-ca <file>", "PEM CA bundle routers verify wss:// agents with")
+    .option("--gateway-ca <file>", "Primary: PEM CA bundle routers verify member gateways (wss://) with")
     .option("--install-crds", "install the CRDs at start (embedded environment)", false);
   try {
     cmd.parse(argv, { from: "user" });
   } catch (err) {
     const e = err as { code?: string; message: string };
+    // `--help` (the image's default CMD) is an answer, not a mistake: main prints it, exits 0.
+    if (e.code === "commander.helpDisplayed") throw new HelpRequested(cmd.helpInformation());
     throw new OptionError("arguments", e.message.replace(/^error: /, ""));
   }
   const o = cmd.opts<Record<string, string | boolean | string[] | undefined>>();
@@ -230,6 +258,30 @@ export function parseControlPlaneArgs(
   if (provisioner === "process" && !o.agentKubeconfig) {
     throw new OptionError("--agent-kubeconfig", "the process provisioner needs a kubeconfig for its agents");
   }
+  const agentTlsSecret = o.agentTlsSecret as string | undefined;
+  if (agentTlsSecret !== undefined) {
+    if (provisioner !== "sidecar")
+      throw new OptionError(
+        "--agent-tls-secret",
+        "is mounted into sidecar agents; process agents serve plaintext on this host (use --agent-provisioner=sidecar or drop the flag)",
+      );
+    if (!dnsSubdomain.test(agentTlsSecret))
+      throw new OptionError("--agent-tls-secret", `"${agentTlsSecret}" is not a Secret name`);
+  }
+  const agentCa = o.agentCa as string | undefined;
+  if (agentCa !== undefined && agentTlsSecret === undefined) {
+    throw new OptionError(
+      "--agent-ca",
+      "verifies agents serving wss://, but without --agent-tls-secret agents serve plaintext ws://: give both or neither",
+    );
+  }
+  const gatewayCa = o.gatewayCa as string | undefined;
+  if (gatewayCa !== undefined && mode === "member") {
+    throw new OptionError(
+      "--gateway-ca",
+      "only a Primary (--mode=primary or both) routes to member gateways: drop the flag here",
+    );
+  }
   const leaseDurationMs = seconds("--leader-lease-duration-seconds", o.leaderLeaseDurationSeconds as string);
   const renewDeadlineMs = seconds("--leader-renew-deadline-seconds", o.leaderRenewDeadlineSeconds as string);
   const retryPeriodMs = seconds("--leader-retry-period-seconds", o.leaderRetryPeriodSeconds as string);
@@ -288,6 +340,10 @@ export function parseControlPlaneArgs(
     agentTrafficPortOffset: offset,
     agentStateDir: o.agentStateDir as string | undefined,
     agentImage: o.agentImage as string | undefined,
+    redirectImage: o.redirectImage as string | undefined,
+    agentTlsSecret,
+    agentCaPem: agentCa !== undefined ? readPem("--agent-ca", agentCa) : undefined,
+    gatewayCaPem: gatewayCa !== undefined ? readPem("--gateway-ca", gatewayCa) : undefined,
     installCrds: o.installCrds === true,
   };
 }

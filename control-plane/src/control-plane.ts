@@ -70,7 +70,13 @@ function provisionerFor(o: ControlPlaneOptions, kc: KubeConfig, logger: Logger):
     });
   }
   if (!o.agentImage) throw new OptionError("--agent-image", "the sidecar provisioner needs the agent image");
-  return new SidecarAgentProvisioner({ kubeConfig: kc, agentImage: o.agentImage, logger });
+  return new SidecarAgentProvisioner({
+    kubeConfig: kc,
+    agentImage: o.agentImage,
+    ...(o.redirectImage ? { redirectImage: o.redirectImage } : {}),
+    ...(o.agentTlsSecret ? { agentTlsSecret: o.agentTlsSecret } : {}),
+    logger,
+  });
 }
 
 /** Starts every part for `o.mode`; stops them all when `signal` aborts. */
@@ -117,6 +123,7 @@ export async function startControlPlane(
         provisioner: provisionerFor(o, kc, logger),
         routes,
         secretNamespace: o.namespace,
+        ...(o.agentCaPem ? { agentCaPem: o.agentCaPem } : {}),
         // With a Primary in the same process, the session controller publishes the table.
         markRoutesReady: !isPrimary,
         logger,
@@ -174,6 +181,7 @@ export async function startControlPlane(
       clusters: registryWorkloadClusters(clusterRegistry, kc),
       heartbeat,
       routes,
+      ...(o.gatewayCaPem ? { gatewayCaPem: o.gatewayCaPem } : {}),
       allowList: {
         ...(o.allowedNamespaces.length > 0 ? { namespaces: o.allowedNamespaces } : {}),
         ...(o.allowedTargetKinds.length > 0

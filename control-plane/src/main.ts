@@ -3,7 +3,7 @@
 // naming what to fix.
 import { pino } from "pino";
 import { OptionError } from "../../lib/option-error.js";
-import { parseControlPlaneArgs } from "./control-plane-options.js";
+import { HelpRequested, parseControlPlaneArgs } from "./control-plane-options.js";
 import { startControlPlane } from "./control-plane.js";
 
 async function main(): Promise<number> {
@@ -11,6 +11,10 @@ async function main(): Promise<number> {
   try {
     options = parseControlPlaneArgs(process.argv.slice(2));
   } catch (err) {
+    if (err instanceof HelpRequested) {
+      process.stdout.write(err.text);
+      return 0;
+    }
     if (err instanceof OptionError) {
       process.stderr.write(`switchyard-control-plane: ${err.message}\n`);
       return 2;

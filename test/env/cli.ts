@@ -167,7 +167,7 @@ program
 program
   .command("build")
   .description(
-    "build (or find cached) kube-apiserver, kube-controller-manager, kubectl, etcd, k6, helm and the checkers",
+    "build (or find cached) kube-apiserver, kube-controller-manager, kubectl, etcd, k6, helm, the node binaries (kubelet, kube-proxy, kube-scheduler, coredns) and the checkers",
   )
   .action(async () => {
     const names: BinaryName[] = [
@@ -175,6 +175,10 @@ program
       "kube-apiserver",
       "kube-controller-manager",
       "kubectl",
+      "kubelet",
+      "kube-proxy",
+      "kube-scheduler",
+      "coredns",
       "k6",
       "helm",
       "kube-score",

@@ -104,6 +104,7 @@ single-cluster use inside the cluster; a member reached by a Primary needs route
 The control-plane command line. Flags (all documented in charts/README.md):
   --mode, --namespace, --config-map, --cluster-name, --grpc-listen, --metrics-listen,
   --router-endpoint, --router-service-account, --router-token-audience, --tls-cert, --tls-key,
+  --agent-image, --agent-tls-secret, --agent-ca, --gateway-ca,
   --allowed-namespaces, --allowed-target-kinds, --leader-lease-duration-seconds,
   --leader-renew-deadline-seconds, --leader-retry-period-seconds,
   --health-check-interval-seconds, --log-level
@@ -123,6 +124,13 @@ The control-plane command line. Flags (all documented in charts/README.md):
 - --router-endpoint={{ include "switchyard.router.url" . }}
 {{- if ne (include "switchyard.controlPlane.mode" .) "primary" }}
 - --agent-image={{ include "switchyard.image" . }}
+{{- with .Values.tls.agentSecretName }}
+- --agent-tls-secret={{ . }}
+- --agent-ca={{ include "switchyard.tlsMountPath" $ }}/{{ $.Values.tls.caKey }}
+{{- end }}
+{{- end }}
+{{- if and .Values.tls.gatewayCa (ne (include "switchyard.controlPlane.mode" .) "member") }}
+- --gateway-ca={{ include "switchyard.tlsMountPath" . }}/{{ .Values.tls.caKey }}
 {{- end }}
 - --router-service-account={{ .Release.Namespace }}/{{ include "switchyard.router.serviceAccountName" . }}
 - --router-token-audience={{ .Values.router.tokenAudience }}

@@ -5,9 +5,17 @@
 // hash. Release puts the saved template back exactly — which makes the Deployment
 // controller scale the original ReplicaSet back up — unless the workload was edited
 // while patched, in which case only our containers are removed and the edit is kept.
+// Writes are JSON patches (the chart grants `patch`, never `update`): `replace` of the
+// whole template restores it exactly (a strategic merge would merge container lists),
+// and the resourceVersion we read rides in the patch, so a concurrent edit answers 409.
+// The redirect init container needs NET_ADMIN; a namespace whose PodSecurity level
+// forbids that fails the session with the reason and the fix instead of a stuck rollout;
+// ports a Service reaches by name (named targetPort) are taken by name and need no redirect.
 import {
-  ApiException,
   AppsV1Api,
+  CoreV1Api,
+  PatchStrategy,
+  setHeaderOptions,
   type KubeConfig,
   type V1Deployment,
   type V1PodTemplateSpec,
@@ -24,9 +32,11 @@ import {
   type EnsureAgentsResult,
 } from "./agent-provisioner.js";
 import { sha256Hex } from "./agent-secret-store.js";
+import { readWorkloadJson } from "./workload-json.js";
 import {
   hasSidecar,
   injectSidecar,
+  needsRedirect,
   ORIGINAL_TEMPLATE_ANNOTATION,
   PATCHED_TEMPLATE_ANNOTATION,
   SECRET_HASH_ANNOTATION,
@@ -38,7 +48,7 @@ import {
 
 export interface SidecarAgentProvisionerOptions extends SidecarSettings {
   kubeConfig: KubeConfig;
-  /** Scheme of the agents' endpoint: "ws" (default) or "wss" when the agent serves TLS. */
+  /** Scheme of the agents' endpoint (default "wss" with `agentTlsSecret`, else "ws"). */
   scheme?: "ws" | "wss";
   logger?: Logger;
 }
@@ -48,6 +58,8 @@ type Workload = V1Deployment | V1StatefulSet;
 export class SidecarAgentProvisioner implements AgentProvisioner {
   readonly mode = "sidecar" as const;
   readonly #apps: AppsV1Api;
+  readonly #core: CoreV1Api;
+  readonly #kc: KubeConfig;
   readonly #settings: SidecarSettings;
   readonly #scheme: "ws" | "wss";
   readonly #agentPort: number;
@@ -59,8 +71,10 @@ export class SidecarAgentProvisioner implements AgentProvisioner {
     }
     const port = integerIn("agentPort", options.agentPort, 9440, 1, 65535);
     this.#apps = options.kubeConfig.makeApiClient(AppsV1Api);
+    this.#core = options.kubeConfig.makeApiClient(CoreV1Api);
+    this.#kc = options.kubeConfig;
     this.#settings = options;
-    this.#scheme = options.scheme ?? "ws";
+    this.#scheme = options.scheme ?? (options.agentTlsSecret ? "wss" : "ws");
     this.#agentPort = port;
     this.#logger = options.logger;
   }
@@ -88,17 +102,16 @@ export class SidecarAgentProvisioner implements AgentProvisioner {
       // sidecar is still in (only the secret changed), else the current template.
       const original: V1PodTemplateSpec = hasSidecar(template.spec)
         ? saved
-          ? parseTemplate(saved)
+          ? (JSON.parse(saved) as V1PodTemplateSpec)
           : stripSidecar(template)
         : template;
-      const patched = injectSidecar(original, resolved.container, secretHash, this.#settings);
-      workload.metadata!.annotations = {
-        ...annotations,
-        [ORIGINAL_TEMPLATE_ANNOTATION]: JSON.stringify(original),
+      const named = await this.#namedTargetPorts(namespace, original);
+      if (needsRedirect(original, resolved.container, named)) await this.#checkPodSecurity(namespace);
+      const patched = injectSidecar(original, resolved.container, secretHash, this.#settings, named);
+      await this.#patch(target.kind, workload, patched, {
+        [ORIGINAL_TEMPLATE_ANNOTATION]: saved && hasSidecar(template.spec) ? saved : JSON.stringify(original),
         [PATCHED_TEMPLATE_ANNOTATION]: templateHash(patched),
-      };
-      workload.spec!.template = patched;
-      await this.#replace(target.kind, workload);
+      });
       this.#logger?.info({ target: resolved.id }, "added the sidecar agent to the pod template");
     }
     const agents: AgentEndpoint[] = resolved.readyPods
@@ -124,13 +137,14 @@ export class SidecarAgentProvisioner implements AgentProvisioner {
     if (target.kind !== "deployment" && target.kind !== "statefulset") return;
     const workload = await this.#read(target.kind, target.namespace, target.name);
     if (!workload) return;
-    const annotations = { ...(workload.metadata!.annotations ?? {}) };
+    const annotations = workload.metadata!.annotations ?? {};
     const saved = annotations[ORIGINAL_TEMPLATE_ANNOTATION];
     const current = workload.spec!.template;
     if (saved === undefined && !hasSidecar(current.spec)) return;
     let restored: V1PodTemplateSpec;
     if (saved !== undefined && annotations[PATCHED_TEMPLATE_ANNOTATION] === templateHash(current)) {
-      restored = parseTemplate(saved);
+      // The saved JSON as it is: no round trip through the typed model.
+      restored = JSON.parse(saved) as V1PodTemplateSpec;
     } else {
       this.#logger?.warn(
         { target: target.id },
@@ -138,43 +152,112 @@ export class SidecarAgentProvisioner implements AgentProvisioner {
       );
       restored = stripSidecar(current);
     }
-    delete annotations[ORIGINAL_TEMPLATE_ANNOTATION];
-    delete annotations[PATCHED_TEMPLATE_ANNOTATION];
-    workload.metadata!.annotations = annotations;
-    workload.spec!.template = restored;
-    await this.#replace(target.kind, workload);
+    await this.#patch(target.kind, workload, restored, {
+      [ORIGINAL_TEMPLATE_ANNOTATION]: undefined,
+      [PATCHED_TEMPLATE_ANNOTATION]: undefined,
+    });
     this.#logger?.info({ target: target.id }, "restored the original pod template");
   }
 
-  async #read(kind: string, namespace: string, name: string): Promise<Workload | undefined> {
-    try {
-      return kind === "deployment"
-        ? await this.#apps.readNamespacedDeployment({ namespace, name })
-        : await this.#apps.readNamespacedStatefulSet({ namespace, name });
-    } catch (err) {
-      if (err instanceof ApiException && err.code === 404) return undefined;
-      throw err;
+  /** The workload as the API server's JSON (see workload-json.ts: the typed model drops unknown fields). */
+  async #read(
+    kind: "deployment" | "statefulset",
+    namespace: string,
+    name: string,
+  ): Promise<Workload | undefined> {
+    return readWorkloadJson<Workload>(this.#kc, kind, namespace, name);
+  }
+
+  /**
+   * One JSON patch: the template replaced whole, our annotations set (string) or removed
+   * (undefined), and the resourceVersion we read as precondition (a concurrent edit → 409:
+   * the reconciler re-reads and retries).
+   */
+  async #patch(
+    kind: string,
+    workload: Workload,
+    template: V1PodTemplateSpec,
+    ours: Record<string, string | undefined>,
+  ): Promise<void> {
+    const namespace = workload.metadata!.namespace!;
+    const name = workload.metadata!.name!;
+    const body = workloadPatch(workload, template, ours);
+    const json = setHeaderOptions("Content-Type", PatchStrategy.JsonPatch);
+    if (kind === "deployment") {
+      await this.#apps.patchNamespacedDeployment({ namespace, name, body }, json);
+    } else {
+      await this.#apps.patchNamespacedStatefulSet({ namespace, name, body }, json);
     }
   }
 
-  /** PUT with the resourceVersion we read: a concurrent edit answers 409 (a conflict: re-read, retry). */
-  async #replace(kind: string, workload: Workload): Promise<void> {
-    const namespace = workload.metadata!.namespace!;
-    const name = workload.metadata!.name!;
-    if (kind === "deployment") {
-      await this.#apps.replaceNamespacedDeployment({ namespace, name, body: workload as V1Deployment });
-    } else {
-      await this.#apps.replaceNamespacedStatefulSet({ namespace, name, body: workload as V1StatefulSet });
+  /** Named targetPorts of the Services that select the template's pods: taken by name, no redirect. */
+  async #namedTargetPorts(namespace: string, template: V1PodTemplateSpec): Promise<Set<string>> {
+    const labels = template.metadata?.labels ?? {};
+    const services = await this.#core.listNamespacedService({ namespace });
+    const names = new Set<string>();
+    for (const svc of services.items) {
+      const selector = Object.entries(svc.spec?.selector ?? {});
+      if (selector.length === 0 || !selector.every(([k, v]) => labels[k] === v)) continue;
+      for (const port of svc.spec?.ports ?? []) {
+        const target = port.targetPort as unknown;
+        if ((port.protocol ?? "TCP") === "TCP" && typeof target === "string" && !/^\d+$/.test(target)) {
+          names.add(target);
+        }
+      }
+    }
+    return names;
+  }
+
+  /** The redirect init container needs NET_ADMIN, which PodSecurity `baseline` and `restricted` forbid. */
+  async #checkPodSecurity(namespace: string): Promise<void> {
+    const ns = await this.#core.readNamespace({ name: namespace });
+    const level = ns.metadata?.labels?.[POD_SECURITY_ENFORCE];
+    if (level === "baseline" || level === "restricted") {
+      throw new TerminalReconcileError(
+        "PodSecurityForbidsRedirect",
+        `namespace ${namespace} enforces PodSecurity "${level}", which forbids the NET_ADMIN capability ` +
+          "the sidecar's port-redirect init container needs for ports no Service reaches by name; fix: " +
+          "name the target container's ports and use those names as the Services' targetPort (taken by " +
+          `name, no privilege), or label the namespace ${POD_SECURITY_ENFORCE}=privileged, or run the ` +
+          "member with the process provisioner",
+      );
     }
   }
 }
 
-function parseTemplate(json: string): V1PodTemplateSpec {
-  const t = JSON.parse(json) as V1PodTemplateSpec;
-  // The typed serializer wants Date objects where the API has timestamps.
-  const ts = t.metadata?.creationTimestamp as unknown;
-  if (typeof ts === "string") t.metadata!.creationTimestamp = new Date(ts);
-  return t;
+const POD_SECURITY_ENFORCE = "pod-security.kubernetes.io/enforce";
+
+type JsonPatchOp =
+  { op: "add" | "replace" | "test"; path: string; value: unknown } | { op: "remove"; path: string };
+
+/** RFC 6901: `~` and `/` in a key. */
+function pointer(key: string): string {
+  return key.replace(/~/g, "~0").replace(/\//g, "~1");
+}
+
+/** The JSON patch that writes `template` and `ours` onto `workload` as read. */
+export function workloadPatch(
+  workload: Workload,
+  template: V1PodTemplateSpec,
+  ours: Record<string, string | undefined>,
+): JsonPatchOp[] {
+  const ops: JsonPatchOp[] = [
+    { op: "replace", path: "/metadata/resourceVersion", value: workload.metadata!.resourceVersion },
+  ];
+  const annotations = workload.metadata!.annotations;
+  const set = Object.entries(ours).filter((e): e is [string, string] => e[1] !== undefined);
+  if (!annotations) {
+    if (set.length > 0)
+      ops.push({ op: "add", path: "/metadata/annotations", value: Object.fromEntries(set) });
+  } else {
+    for (const [key, value] of Object.entries(ours)) {
+      const path = `/metadata/annotations/${pointer(key)}`;
+      if (value !== undefined) ops.push({ op: "add", path, value });
+      else if (key in annotations) ops.push({ op: "remove", path });
+    }
+  }
+  ops.push({ op: "replace", path: "/spec/template", value: template });
+  return ops;
 }
 
 function hostForUrl(ip: string): string {

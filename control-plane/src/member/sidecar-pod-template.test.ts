@@ -48,11 +48,16 @@ describe("sidecar pod template", () => {
   it("adds the agent and the redirect init container without touching the app", () => {
     const original = template();
     const before = canonicalJson(original);
-    const patched = injectSidecar(original, "app", HASH, { agentImage: "switchyard/agent:1" });
+    const patched = injectSidecar(original, "app", HASH, {
+      agentImage: "switchyard/agent:1",
+      redirectImage: "switchyard/iptables:1",
+    });
     expect(canonicalJson(original)).toBe(before); // input not mutated
     expect(patched.spec!.containers[0]).toEqual(original.spec!.containers[0]);
     const agent = patched.spec!.containers.find((c) => c.name === AGENT_CONTAINER)!;
+    expect(agent.command).toEqual(["node"]);
     expect(agent.args).toEqual([
+      "dist/data-plane/agent/src/main.js",
       "--listen=0.0.0.0:9440",
       "--container=app",
       `--secret-hash=${HASH}`,
@@ -60,6 +65,7 @@ describe("sidecar pod template", () => {
       "--app-port=8081:15102",
     ]);
     const init = patched.spec!.initContainers!.find((c) => c.name === REDIRECT_CONTAINER)!;
+    expect(init.image).toBe("switchyard/iptables:1");
     expect(init.command![2]).toContain("--dport 8080 -j REDIRECT --to-ports 15101");
     expect(init.securityContext?.capabilities?.add).toContain("NET_ADMIN");
     expect(hasSidecar(patched.spec)).toBe(true);
@@ -69,14 +75,14 @@ describe("sidecar pod template", () => {
 
   it("stripSidecar undoes injectSidecar exactly", () => {
     const original = template();
-    const patched = injectSidecar(original, "app", HASH, { agentImage: "a:1" });
+    const patched = injectSidecar(original, "app", HASH, { agentImage: "a:1", redirectImage: "r:1" });
     expect(canonicalJson(stripSidecar(patched))).toBe(canonicalJson(original));
     expect(templateHash(stripSidecar(patched))).toBe(templateHash(original));
   });
 
   it("adds no redirect when the container has no TCP ports", () => {
     const t: V1PodTemplateSpec = { spec: { containers: [{ name: "worker", image: "w:1" }] } };
-    const patched = injectSidecar(t, "worker", HASH, { agentImage: "a:1" });
+    const patched = injectSidecar(t, "worker", HASH, { agentImage: "a:1", redirectImage: "r:1" });
     expect(patched.spec!.initContainers).toBeUndefined();
     expect(redirectScript([])).not.toContain("REDIRECT");
   });

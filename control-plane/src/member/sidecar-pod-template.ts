@@ -5,13 +5,21 @@
 // arriving at the pod for port P to the agent's port L, and the agent forwards to the
 // app on 127.0.0.1:P (locally originated traffic does not pass PREROUTING, so there is
 // no loop). Services, probes and the app's spec stay untouched; only containers are
-// added. The original template is kept in an annotation so it can be put back exactly.
+// added. A port a Service reaches by name (named targetPort) is instead taken by name: the
+// agent declares that port name on its listen port and the app's port loses it, so the
+// Service's endpoints point at the agent with no privilege (and no init container).
+// The original template is kept in an annotation so it can be put back exactly.
 import { createHash } from "node:crypto";
 import type { V1Container, V1PodSpec, V1PodTemplateSpec } from "@kubernetes/client-node";
+import { OptionError } from "../../../lib/option-error.js";
 import { GROUP } from "../../../proto/api/v1alpha1/index.js";
+import { COMPONENT_MAIN, PRODUCT_IMAGE_COMMAND } from "../../../proto/product-image.js";
 
 export const AGENT_CONTAINER = "switchyard-agent";
 export const REDIRECT_CONTAINER = "switchyard-redirect";
+/** Pod volume of the agent's TLS Secret, and where the agent container mounts it. */
+export const AGENT_TLS_VOLUME = "switchyard-agent-tls";
+export const AGENT_TLS_MOUNT = "/var/run/switchyard/agent-tls";
 /** On the workload: JSON of the pod template before the sidecar was added. */
 export const ORIGINAL_TEMPLATE_ANNOTATION = `${GROUP}/original-pod-template`;
 /** On the workload: sha256 of the template as we wrote it (detects edits made meanwhile). */
@@ -22,13 +30,21 @@ export const SECRET_HASH_ANNOTATION = `${GROUP}/agent-secret-sha256`;
 export interface SidecarSettings {
   /** Agent image (the data-plane/agent build). */
   agentImage: string;
-  /** Image with iptables and sh for the redirect init container (default: agentImage). */
+  /**
+   * Image with `sh` and `iptables` for the redirect init container. The product image has
+   * neither, so pods with redirected ports need it (injectSidecar refuses without it).
+   */
   redirectImage?: string;
   /** Agent protocol port in the pod (default 9440). */
   agentPort?: number;
   /** First port tried for redirected traffic (default 15100); ports used in the pod are skipped. */
   trafficPortBase?: number;
   imagePullPolicy?: string;
+  /**
+   * kubernetes.io/tls Secret in the target's namespace (keys tls.crt, tls.key): when set the
+   * agent serves wss:// with it (mounted read-only); pods wait for the Secret to exist.
+   */
+  agentTlsSecret?: string;
 }
 
 export interface PortMapping {
@@ -87,6 +103,41 @@ export function portMappings(
   });
 }
 
+/**
+ * The mappings split by how traffic reaches the agent: ports whose name is in `namedPorts`
+ * (a Service's named targetPort) are taken by name — the agent declares that port name on
+ * its own listen port and the app's port loses the name, so the Service's endpoints point at
+ * the agent with no privilege at all; every other port needs the iptables redirect.
+ */
+export function splitMappings(
+  spec: V1PodSpec,
+  container: string,
+  namedPorts: ReadonlySet<string>,
+  base?: number,
+  agentPort?: number,
+): { byName: (PortMapping & { name: string })[]; redirected: PortMapping[] } {
+  const target = spec.containers.find((c) => c.name === container);
+  const nameOf = (port: number) =>
+    target?.ports?.find((p) => p.containerPort === port && (p.protocol ?? "TCP") === "TCP")?.name;
+  const byName: (PortMapping & { name: string })[] = [];
+  const redirected: PortMapping[] = [];
+  for (const m of portMappings(spec, container, base, agentPort)) {
+    const name = nameOf(m.appPort);
+    if (name !== undefined && namedPorts.has(name)) byName.push({ ...m, name });
+    else redirected.push(m);
+  }
+  return { byName, redirected };
+}
+
+/** Whether injecting into `container` adds the redirect init container (TCP ports not taken by name). */
+export function needsRedirect(
+  template: V1PodTemplateSpec,
+  container: string,
+  namedPorts: ReadonlySet<string> = new Set(),
+): boolean {
+  return template.spec ? splitMappings(template.spec, container, namedPorts).redirected.length > 0 : false;
+}
+
 /** The redirect rules as one sh script: traffic from outside the pod for P goes to L. */
 export function redirectScript(mappings: readonly PortMapping[]): string {
   const lines = [
@@ -101,41 +152,79 @@ export function redirectScript(mappings: readonly PortMapping[]): string {
   return lines.join("\n");
 }
 
-/** A copy of `template` with the redirect init container and the agent container added. */
+/**
+ * A copy of `template` with the agent container added, and the redirect init container for
+ * the ports not taken by name (`namedPorts`: the named targetPorts of the Services in front).
+ */
 export function injectSidecar(
   template: V1PodTemplateSpec,
   container: string,
   secretHash: string,
   settings: SidecarSettings,
+  namedPorts: ReadonlySet<string> = new Set(),
 ): V1PodTemplateSpec {
   const copy = structuredClone(template);
   const spec = copy.spec!;
   const agentPort = settings.agentPort ?? 9440;
-  const mappings = portMappings(spec, container, settings.trafficPortBase, agentPort);
+  const { byName, redirected } = splitMappings(
+    spec,
+    container,
+    namedPorts,
+    settings.trafficPortBase,
+    agentPort,
+  );
+  const mappings = [...byName, ...redirected].sort((a, b) => a.listenPort - b.listenPort);
+  const taken = new Set(byName.map((m) => m.name));
+  for (const p of spec.containers.find((c) => c.name === container)?.ports ?? []) {
+    if (p.name !== undefined && taken.has(p.name)) delete p.name;
+  }
   const pullPolicy = settings.imagePullPolicy ? { imagePullPolicy: settings.imagePullPolicy } : {};
   const agent: V1Container = {
     name: AGENT_CONTAINER,
     image: settings.agentImage,
     ...pullPolicy,
+    // The image's entrypoint is plain `node`: name it and the agent's main module explicitly.
+    command: [...PRODUCT_IMAGE_COMMAND],
     args: [
+      COMPONENT_MAIN.agent,
       `--listen=0.0.0.0:${agentPort}`,
       `--container=${container}`,
       `--secret-hash=${secretHash}`,
       ...mappings.map((m) => `--app-port=${m.appPort}:${m.listenPort}`),
+      ...(settings.agentTlsSecret
+        ? [`--tls-cert=${AGENT_TLS_MOUNT}/tls.crt`, `--tls-key=${AGENT_TLS_MOUNT}/tls.key`]
+        : []),
     ],
     env: [
       { name: "POD_NAMESPACE", valueFrom: { fieldRef: { fieldPath: "metadata.namespace" } } },
       { name: "POD_NAME", valueFrom: { fieldRef: { fieldPath: "metadata.name" } } },
     ],
-    ports: [{ name: "sy-agent", containerPort: agentPort, protocol: "TCP" }],
+    ports: [
+      { name: "sy-agent", containerPort: agentPort, protocol: "TCP" },
+      ...byName.map((m) => ({ name: m.name, containerPort: m.listenPort, protocol: "TCP" })),
+    ],
+    ...(settings.agentTlsSecret
+      ? { volumeMounts: [{ name: AGENT_TLS_VOLUME, mountPath: AGENT_TLS_MOUNT, readOnly: true }] }
+      : {}),
   };
   spec.containers = [...spec.containers, agent];
-  if (mappings.length > 0) {
+  if (settings.agentTlsSecret) {
+    spec.volumes = [
+      ...(spec.volumes ?? []),
+      { name: AGENT_TLS_VOLUME, secret: { secretName: settings.agentTlsSecret } },
+    ];
+  }
+  if (redirected.length > 0) {
+    if (!settings.redirectImage)
+      throw new OptionError(
+        "redirectImage",
+        "the redirect init container needs an image with sh and iptables (--redirect-image)",
+      );
     const redirect: V1Container = {
       name: REDIRECT_CONTAINER,
-      image: settings.redirectImage ?? settings.agentImage,
+      image: settings.redirectImage,
       ...pullPolicy,
-      command: ["sh", "-c", redirectScript(mappings)],
+      command: ["sh", "-c", redirectScript(redirected)],
       securityContext: { runAsUser: 0, runAsNonRoot: false, capabilities: { add: ["NET_ADMIN", "NET_RAW"] } },
     };
     spec.initContainers = [...(spec.initContainers ?? []), redirect];
@@ -151,10 +240,15 @@ export function injectSidecar(
 export function stripSidecar(template: V1PodTemplateSpec): V1PodTemplateSpec {
   const copy = structuredClone(template);
   const spec = copy.spec!;
+  restorePortNames(spec);
   spec.containers = spec.containers.filter((c) => c.name !== AGENT_CONTAINER);
   if (spec.initContainers) {
     spec.initContainers = spec.initContainers.filter((c) => c.name !== REDIRECT_CONTAINER);
     if (spec.initContainers.length === 0) delete spec.initContainers;
+  }
+  if (spec.volumes) {
+    spec.volumes = spec.volumes.filter((v) => v.name !== AGENT_TLS_VOLUME);
+    if (spec.volumes.length === 0) delete spec.volumes;
   }
   const ann = copy.metadata?.annotations;
   if (ann) {
@@ -162,4 +256,24 @@ export function stripSidecar(template: V1PodTemplateSpec): V1PodTemplateSpec {
     if (Object.keys(ann).length === 0) delete copy.metadata!.annotations;
   }
   return copy;
+}
+
+/** Gives the app's ports back the names the agent took (read from the agent's ports and args). */
+function restorePortNames(spec: V1PodSpec): void {
+  const agent = spec.containers.find((c) => c.name === AGENT_CONTAINER);
+  if (!agent) return;
+  const arg = (prefix: string) =>
+    (agent.args ?? []).filter((a) => a.startsWith(prefix)).map((a) => a.slice(prefix.length));
+  const app = spec.containers.find((c) => c.name === arg("--container=")[0]);
+  const appPortOf = new Map(
+    arg("--app-port=").map((v) => {
+      const [p, l] = v.split(":");
+      return [Number(l), Number(p)] as const;
+    }),
+  );
+  for (const taken of (agent.ports ?? []).filter((p) => p.name && p.name !== "sy-agent")) {
+    const appPort = appPortOf.get(taken.containerPort);
+    const port = app?.ports?.find((p) => p.containerPort === appPort && p.name === undefined);
+    if (port) port.name = taken.name;
+  }
 }

@@ -1,11 +1,21 @@
-// Container images without Docker and without a registry: an image is described as a list of
-// files (host files, host binaries with their shared-library closure, or literal content) plus
-// its entrypoint, and written as an OCI image-layout archive (one uncompressed layer) that
+// Container images without Docker and without a registry: an image is described as lists of
+// files (host files, host trees, host binaries with their shared-library closure, or literal
+// content), one list per layer, plus its config (entrypoint, cmd, user, env, working
+// directory), and written as a reproducible OCI image-layout archive (uncompressed layers) that
 // `ctr -n k8s.io images import` takes as it is. Pods run them with `imagePullPolicy: Never`.
 // The images the real nodes need are here too: the pod sandbox (`pause`, coreutils `sleep`),
 // a Node.js runtime and an iptables image.
 import { createHash } from "node:crypto";
-import { existsSync, mkdirSync, readdirSync, realpathSync, rmSync, statSync } from "node:fs";
+import {
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  readdirSync,
+  readlinkSync,
+  realpathSync,
+  rmSync,
+  statSync,
+} from "node:fs";
 import { dirname, join, posix } from "node:path";
 import { hostOutput } from "./host-command.js";
 import { TarWriter } from "./tar-archive.js";
@@ -20,11 +30,19 @@ export type ImageFile =
 export interface ImageSpec {
   /** Full reference, e.g. `switchyard.test/node:1` (what a pod's `image:` names). */
   name: string;
+  /** The first (bottom) layer. */
   files: ImageFile[];
+  /** Further layers, bottom to top; a path in a higher layer replaces the one below. */
+  layers?: ImageFile[][];
   entrypoint?: string[];
   cmd?: string[];
+  /** `KEY=value` entries; default a PATH only. */
   env?: string[];
   workingDir?: string;
+  /** `uid[:gid]` (numeric, so runAsNonRoot can verify it). */
+  user?: string;
+  /** Ports as `8443/tcp`. */
+  exposedPorts?: string[];
 }
 
 export interface ImageArchive {
@@ -83,29 +101,52 @@ function sha256(data: string | Buffer): string {
   return createHash("sha256").update(data).digest("hex");
 }
 
+/** Writes one layer: parent directories first, then every path once, sorted (same input, same bytes). */
+function writeLayer(files: ImageFile[], layerFile: string): { sha256: string; size: number; file: string } {
+  // Later entries replace earlier ones with the same path (a closure lists libc many times).
+  const byPath = new Map<string, ImageFile>();
+  for (const f of files) {
+    if (!f.path.startsWith("/")) throw new OciImageError(`image path must be absolute: ${f.path}`);
+    byPath.set(posix.normalize(f.path), f);
+  }
+  const layer = new TarWriter(layerFile);
+  const explicitDirs = new Set([...byPath.entries()].filter(([, f]) => "directory" in f).map(([p]) => p));
+  for (const d of parentDirectories([...byPath.keys()])) if (!explicitDirs.has(d)) layer.directory(rel(d));
+  for (const [path, f] of [...byPath.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
+    if ("directory" in f) layer.directory(rel(path), f.mode ?? 0o755);
+    else if ("symlink" in f) layer.symlink(rel(path), f.symlink);
+    else if ("source" in f) layer.copy(rel(path), f.source, f.mode);
+    else layer.file(rel(path), Buffer.from(f.content), f.mode ?? 0o644);
+  }
+  return { ...layer.close(), file: layerFile };
+}
+
+/**
+ * Every entry under host directory `dir`, placed under `as` in the image: directories,
+ * regular files (mode kept, owner root as Docker's COPY does) and symlinks as they are.
+ */
+export function hostTree(dir: string, as: string): ImageFile[] {
+  const files: ImageFile[] = [{ path: as, directory: true, mode: statSync(dir).mode & 0o7777 }];
+  for (const name of readdirSync(dir).sort()) {
+    const host = join(dir, name);
+    const path = posix.join(as, name);
+    const st = lstatSync(host);
+    if (st.isSymbolicLink()) files.push({ path, symlink: readlinkSync(host) });
+    else if (st.isDirectory()) files.push(...hostTree(host, path));
+    else if (st.isFile()) files.push({ path, source: host, mode: st.mode & 0o7777 });
+  }
+  return files;
+}
+
 /** Writes `spec` as an OCI image-layout archive at `file` (its directory is used for scratch). */
 export function writeImageArchive(spec: ImageSpec, file: string): ImageArchive {
   const scratch = `${file}.d`;
   rmSync(scratch, { recursive: true, force: true });
   mkdirSync(scratch, { recursive: true });
   try {
-    // Later entries replace earlier ones with the same path (a closure lists libc many times).
-    const byPath = new Map<string, ImageFile>();
-    for (const f of spec.files) {
-      if (!f.path.startsWith("/")) throw new OciImageError(`image path must be absolute: ${f.path}`);
-      byPath.set(posix.normalize(f.path), f);
-    }
-    const layerFile = join(scratch, "layer.tar");
-    const layer = new TarWriter(layerFile);
-    const explicitDirs = new Set([...byPath.values()].filter((f) => "directory" in f).map((f) => f.path));
-    for (const d of parentDirectories([...byPath.keys()])) if (!explicitDirs.has(d)) layer.directory(rel(d));
-    for (const [path, f] of [...byPath.entries()].sort(([a], [b]) => a.localeCompare(b))) {
-      if ("directory" in f) layer.directory(rel(path), f.mode ?? 0o755);
-      else if ("symlink" in f) layer.symlink(rel(path), f.symlink);
-      else if ("source" in f) layer.copy(rel(path), f.source, f.mode);
-      else layer.file(rel(path), Buffer.from(f.content), f.mode ?? 0o644);
-    }
-    const layerBlob = layer.close();
+    const layers = [spec.files, ...(spec.layers ?? [])].map((files, i) =>
+      writeLayer(files, join(scratch, `layer-${i}.tar`)),
+    );
     const config = JSON.stringify({
       architecture: "amd64",
       os: "linux",
@@ -114,8 +155,12 @@ export function writeImageArchive(spec: ImageSpec, file: string): ImageArchive {
         ...(spec.entrypoint ? { Entrypoint: spec.entrypoint } : {}),
         ...(spec.cmd ? { Cmd: spec.cmd } : {}),
         ...(spec.workingDir ? { WorkingDir: spec.workingDir } : {}),
+        ...(spec.user ? { User: spec.user } : {}),
+        ...(spec.exposedPorts
+          ? { ExposedPorts: Object.fromEntries(spec.exposedPorts.map((p) => [p, {}])) }
+          : {}),
       },
-      rootfs: { type: "layers", diff_ids: [`sha256:${layerBlob.sha256}`] },
+      rootfs: { type: "layers", diff_ids: layers.map((l) => `sha256:${l.sha256}`) },
     });
     const manifest = JSON.stringify({
       schemaVersion: 2,
@@ -125,13 +170,11 @@ export function writeImageArchive(spec: ImageSpec, file: string): ImageArchive {
         digest: `sha256:${sha256(config)}`,
         size: Buffer.byteLength(config),
       },
-      layers: [
-        {
-          mediaType: "application/vnd.oci.image.layer.v1.tar",
-          digest: `sha256:${layerBlob.sha256}`,
-          size: layerBlob.size,
-        },
-      ],
+      layers: layers.map((l) => ({
+        mediaType: "application/vnd.oci.image.layer.v1.tar",
+        digest: `sha256:${l.sha256}`,
+        size: l.size,
+      })),
     });
     const manifestDigest = `sha256:${sha256(manifest)}`;
     const tag = spec.name.slice(spec.name.lastIndexOf(":") + 1);
@@ -156,7 +199,8 @@ export function writeImageArchive(spec: ImageSpec, file: string): ImageArchive {
     archive.directory("blobs/sha256");
     archive.file(`blobs/sha256/${sha256(config)}`, Buffer.from(config));
     archive.file(`blobs/sha256/${manifestDigest.slice(7)}`, Buffer.from(manifest));
-    archive.copy(`blobs/sha256/${layerBlob.sha256}`, layerFile, 0o644);
+    for (const l of layers)
+      if (!archive.has(`blobs/sha256/${l.sha256}`)) archive.copy(`blobs/sha256/${l.sha256}`, l.file, 0o644);
     const written = archive.close();
     return { name: spec.name, file, manifestDigest, bytes: written.size };
   } finally {
@@ -202,14 +246,19 @@ export async function nodeRuntimeImage(name = "switchyard.test/node:1"): Promise
 /**
  * iptables (the nf_tables flavour) for init containers that redirect ports: the multi-call
  * binary, its command names, its libraries and its extensions (loaded with dlopen, so `ldd`
- * of the binary does not list them), and /etc/protocols for `-p tcp`.
+ * of the binary does not list them), /etc/protocols for `-p tcp`, and `sh` (dash), because
+ * the sidecar's redirect init container runs its rules as one `sh -c` script.
  */
 export async function iptablesImage(name = "switchyard.test/iptables:1"): Promise<ImageSpec> {
   const multi = "/usr/sbin/xtables-nft-multi";
   const extDir = "/usr/lib/x86_64-linux-gnu/xtables";
   if (!existsSync(multi) || !existsSync(extDir))
     throw new OciImageError(`${multi} or ${extDir} is missing: install the Debian package iptables`);
-  const files: ImageFile[] = [...baseDirectories(), ...(await hostBinary(multi))];
+  const files: ImageFile[] = [
+    ...baseDirectories(),
+    ...(await hostBinary(multi)),
+    ...(await hostBinary("/bin/dash", "/bin/sh")),
+  ];
   for (const cmd of ["iptables", "iptables-save", "iptables-restore", "ip6tables"])
     files.push({ path: `/usr/sbin/${cmd}`, symlink: "xtables-nft-multi" });
   for (const ext of readdirSync(extDir).filter((f) => f.endsWith(".so"))) {

@@ -327,6 +327,11 @@ describe("Primary install", () => {
       [{ verb: "list", resource: "pods" }, true],
       [{ verb: "watch", group: "apps", resource: "deployments" }, true],
       [{ verb: "patch", group: "apps", resource: "deployments", namespace: "team-a" }, true],
+      // Sidecar: the namespace's PodSecurity level, and Services' named targetPorts.
+      [{ verb: "get", resource: "namespaces", name: "team-a" }, true],
+      [{ verb: "list", resource: "services", namespace: "team-a" }, true],
+      [{ verb: "update", resource: "namespaces", name: "team-a" }, false],
+      [{ verb: "patch", resource: "services", namespace: "team-a" }, false],
       [{ verb: "create", group: "authentication.k8s.io", resource: "tokenreviews" }, true],
       [{ verb: "update", group: "coordination.k8s.io", resource: "leases", namespace: NS }, true],
       [{ verb: "watch", resource: "secrets", namespace: NS }, true],

@@ -556,6 +556,39 @@ describe("workloads", () => {
     }
   });
 
+  it("give agents and gateways TLS with the chart's CA, as flags the control plane accepts", async () => {
+    const dir = testScratchDir("chart-tls-flags-");
+    for (const f of ["tls.crt", "tls.key", "ca.crt"]) writeFileSync(join(dir, f), f);
+    const local = (a: string) => a.replace(/=\/etc\/switchyard\/tls\//, `=${dir}/`);
+    const both = containerArgs(
+      await helm.template({ tls: { agentSecretName: "agent-tls", gatewayCa: true } }),
+      "switchyard-control-plane",
+    );
+    expect(both).toEqual(
+      expect.arrayContaining([
+        "--agent-tls-secret=agent-tls",
+        "--agent-ca=/etc/switchyard/tls/ca.crt",
+        "--gateway-ca=/etc/switchyard/tls/ca.crt",
+      ]),
+    );
+    expect(parseControlPlaneArgs(both.slice(1).map(local), {})).toMatchObject({
+      agentTlsSecret: "agent-tls",
+      agentCaPem: "ca.crt",
+      gatewayCaPem: "ca.crt",
+    });
+    // A member routes to no gateway: gatewayCa renders nothing there. Default: plaintext agents.
+    const member = containerArgs(
+      await helm.template({
+        multiClusterMember: true,
+        router: { endpoint: "wss://east.example.com" },
+        tls: { gatewayCa: true },
+      }),
+      "switchyard-control-plane",
+    );
+    expect(member.filter((a) => /^--(agent-tls-secret|agent-ca|gateway-ca)=/.test(a))).toEqual([]);
+    expect(parseControlPlaneArgs(member.slice(1).map(local), {}).agentCaPem).toBeUndefined();
+  });
+
   it("scale separately, and the HPA replaces router replicas when enabled", async () => {
     const a = await helm.template({ controlPlane: { replicas: 3 }, router: { replicas: 5 } });
     expect(

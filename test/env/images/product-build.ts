@@ -1,0 +1,139 @@
+// The product image's build stage without Docker: the files the Dockerfile's build stage
+// copies (its COPY lines, less .dockerignore) go to a scratch directory in the cache, where
+// `npm run build` compiles them to dist/ and `npm ci --omit=dev` installs the production
+// node_modules, as the Dockerfile's RUN lines do. The working tree is only read. The result is
+// cached under a digest of every input file, so an unchanged tree reuses it.
+import { spawnSync } from "node:child_process";
+import { createHash } from "node:crypto";
+import {
+  copyFileSync,
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  symlinkSync,
+  unlinkSync,
+  writeFileSync,
+} from "node:fs";
+import { dirname, join, posix, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { binaryCacheDir } from "../binaries.js";
+import { readDockerfile, type DockerStage } from "./dockerfile.js";
+
+export const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
+
+export class ProductBuildError extends Error {
+  readonly code = "SWITCHYARD_TEST_PRODUCT_BUILD_FAILED";
+}
+
+/** `.dockerignore` patterns as one matcher of context-relative paths (`*`, `**`, plain names). */
+export function dockerignore(text: string): (path: string) => boolean {
+  const patterns = text
+    .split("\n")
+    .map((l) => l.trim())
+    .filter((l) => l && !l.startsWith("#"))
+    .map((p) => {
+      const body = p
+        .replace(/^\/+|\/+$/g, "")
+        .split("/")
+        .map((seg) =>
+          seg === "**" ? "(?:.*/)?" : seg.replace(/[.+^${}()|[\]\\]/g, "\\$&").replace(/\*/g, "[^/]*") + "/",
+        )
+        .join("")
+        .replace(/\/$/, "");
+      return new RegExp(`^${body}(?:/.*)?$`);
+    });
+  return (path) => patterns.some((re) => re.test(path));
+}
+
+/** A context-relative source and where the build stage puts it, relative to its WORKDIR. */
+export interface ContextFile {
+  source: string;
+  target: string;
+}
+
+/** Every file the build stage copies from the context, .dockerignore applied, sorted. */
+export function buildContextFiles(
+  build: DockerStage,
+  root: string,
+  ignored: (p: string) => boolean,
+): ContextFile[] {
+  const out: ContextFile[] = [];
+  const walk = (source: string, target: string) => {
+    if (ignored(source)) return;
+    const st = lstatSync(join(root, source));
+    if (st.isDirectory()) {
+      for (const name of readdirSync(join(root, source)).sort())
+        walk(posix.join(source, name), posix.join(target, name));
+    } else if (st.isFile()) out.push({ source, target });
+  };
+  for (const copy of build.copies.filter((c) => !c.from)) {
+    for (const source of copy.sources) {
+      const many = copy.sources.length > 1 || copy.dest.endsWith("/");
+      const dest = many ? posix.join(copy.dest, posix.basename(source)) : copy.dest;
+      walk(source, posix.relative(build.workdir, dest));
+    }
+  }
+  return out.sort((a, b) => (a.target < b.target ? -1 : 1));
+}
+
+function run(cwd: string, cmd: string, args: string[]): void {
+  const r = spawnSync(cmd, args, { cwd, encoding: "utf8", timeout: 600_000 });
+  if (r.status !== 0)
+    throw new ProductBuildError(`${cmd} ${args.join(" ")} failed in ${cwd}:\n${r.stdout}\n${r.stderr}`);
+}
+
+export interface ProductBuild {
+  /** Directory with what the build stage leaves at its WORKDIR (package.json, node_modules, dist). */
+  dir: string;
+  /** The build stage's WORKDIR (`/src`): `COPY --from=build /src/x` is `<dir>/x`. */
+  workdir: string;
+  stages: DockerStage[];
+}
+
+/** Builds (or reuses) the build stage's output for the tree at `root`. */
+export function buildProduct(root = REPO_ROOT): ProductBuild {
+  const stages = readDockerfile(join(root, "Dockerfile"));
+  const build = stages.find((s) => s.name === "build");
+  if (!build) throw new ProductBuildError("the Dockerfile has no stage named build");
+  const ignorePath = join(root, ".dockerignore");
+  const ignored = dockerignore(existsSync(ignorePath) ? readFileSync(ignorePath, "utf8") : "");
+  const files = buildContextFiles(build, root, ignored);
+  const hash = createHash("sha256").update(readFileSync(join(root, "Dockerfile")));
+  for (const f of files)
+    hash
+      .update(`${f.target}\0`)
+      .update(readFileSync(join(root, f.source)))
+      .update("\0");
+  hash.update(process.version);
+  const dir = join(dirname(binaryCacheDir()), "images", `product-${hash.digest("hex").slice(0, 20)}`);
+  if (existsSync(join(dir, ".complete"))) return { dir, workdir: build.workdir, stages };
+
+  const scratch = `${dir}.building-${process.pid}`;
+  rmSync(scratch, { recursive: true, force: true });
+  try {
+    for (const f of files) {
+      mkdirSync(dirname(join(scratch, f.target)), { recursive: true });
+      copyFileSync(join(root, f.source), join(scratch, f.target));
+    }
+    // Compile with the working tree's dev dependencies (read only), then install the
+    // production dependencies from the lock file in their place.
+    symlinkSync(join(root, "node_modules"), join(scratch, "node_modules"));
+    run(scratch, "npm", ["run", "build", "--silent"]);
+    unlinkSync(join(scratch, "node_modules"));
+    run(scratch, "npm", ["ci", "--omit=dev", "--no-audit", "--no-fund", "--prefer-offline"]);
+    writeFileSync(join(scratch, ".complete"), "");
+    rmSync(dir, { recursive: true, force: true });
+    renameSync(scratch, dir);
+    // Keep one finished build: older trees' builds are 150 MB each and never used again.
+    for (const old of readdirSync(dirname(dir)))
+      if (/^product-[0-9a-f]+$/.test(old) && join(dirname(dir), old) !== dir)
+        rmSync(join(dirname(dir), old), { recursive: true, force: true });
+  } finally {
+    rmSync(scratch, { recursive: true, force: true });
+  }
+  return { dir, workdir: build.workdir, stages };
+}

@@ -1,0 +1,78 @@
+// The images built from this project for real nodes, without Docker:
+// - the product image (control plane, router, agent): the production Dockerfile's final stage —
+//   its `COPY --from=build` lines over the build stage's output (product-build.ts), its
+//   WORKDIR, ENV, USER, EXPOSE, ENTRYPOINT and CMD — on a Node runtime layer (the host's
+//   `node` and its libraries, where the Dockerfile has node:*-slim);
+// - the redirect image for the sidecar's iptables init container (oci-image.ts iptablesImage);
+// - the demo app image: a small HTTP app (fixtures/demo-app.mjs) as the e2e suites' target.
+import { dirname, join, posix } from "node:path";
+import { fileURLToPath } from "node:url";
+import { statSync } from "node:fs";
+import { hostTree, nodeRuntimeImage, type ImageFile, type ImageSpec } from "../node/oci-image.js";
+import type { DockerStage } from "./dockerfile.js";
+import { buildProduct, ProductBuildError, type ProductBuild } from "./product-build.js";
+
+export const PRODUCT_IMAGE = "switchyard.test/switchyard:dev";
+export const REDIRECT_IMAGE = "switchyard.test/iptables:1";
+export const DEMO_APP_IMAGE = "switchyard.test/demo-app:1";
+/** The demo app's port (as the embedded stack's demo workload). */
+export const DEMO_APP_PORT = 8080;
+
+const PATH_ENV = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+const DEMO_APP = join(dirname(fileURLToPath(import.meta.url)), "fixtures", "demo-app.mjs");
+
+/** The final stage's files: each `COPY --from=build /src/x dest` as the build output's x at dest. */
+export function finalStageFiles(final: DockerStage, build: ProductBuild): ImageFile[] {
+  const files: ImageFile[] = [{ path: final.workdir, directory: true }];
+  for (const copy of final.copies) {
+    if (copy.from !== "build")
+      throw new ProductBuildError(
+        `the final stage copies only from the build stage, not ${copy.from ?? "the context"}`,
+      );
+    for (const source of copy.sources) {
+      const host = join(build.dir, posix.relative(build.workdir, source));
+      const into = copy.sources.length > 1 || copy.dest.endsWith("/");
+      const dest = into ? posix.join(copy.dest, posix.basename(source)) : copy.dest;
+      if (statSync(host).isDirectory()) files.push(...hostTree(host, dest));
+      else files.push({ path: dest, source: host, mode: statSync(host).mode & 0o7777 });
+    }
+  }
+  return files;
+}
+
+/** The product image spec from a finished build (its stages read from the same Dockerfile). */
+export async function productImageFrom(build: ProductBuild, name = PRODUCT_IMAGE): Promise<ImageSpec> {
+  const final = build.stages.at(-1)!;
+  const runtime = await nodeRuntimeImage(name);
+  return {
+    name,
+    files: runtime.files,
+    layers: [finalStageFiles(final, build)],
+    ...(final.entrypoint ? { entrypoint: final.entrypoint } : {}),
+    ...(final.cmd ? { cmd: final.cmd } : {}),
+    env: [PATH_ENV, ...final.env],
+    workingDir: final.workdir,
+    ...(final.user ? { user: final.user } : {}),
+    ...(final.expose.length ? { exposedPorts: final.expose } : {}),
+  };
+}
+
+/** Builds the project (cached) and describes the product image. */
+export async function productImage(name = PRODUCT_IMAGE): Promise<ImageSpec> {
+  return productImageFrom(buildProduct(), name);
+}
+
+/** The demo app: `node /app/demo-app.mjs` as uid 10001, port DEMO_APP_PORT. */
+export async function demoAppImage(name = DEMO_APP_IMAGE): Promise<ImageSpec> {
+  const runtime = await nodeRuntimeImage(name);
+  return {
+    name,
+    files: runtime.files,
+    layers: [[{ path: "/app/demo-app.mjs", source: DEMO_APP, mode: 0o644 }]],
+    entrypoint: ["node", "/app/demo-app.mjs"],
+    env: [PATH_ENV, `PORT=${DEMO_APP_PORT}`],
+    workingDir: "/app",
+    user: "10001:10001",
+    exposedPorts: [`${DEMO_APP_PORT}/tcp`],
+  };
+}
