@@ -20,7 +20,12 @@ export default defineConfig({
       {
         test: {
           name: "integration",
-          include: ["test/integration/**/*.test.ts", "test/e2e/**/*.test.ts", "**/*.integration.test.ts"],
+          include: [
+            "test/integration/**/*.test.ts",
+            "test/e2e/**/*.test.ts",
+            "test/pods/**/*.test.ts",
+            "**/*.integration.test.ts",
+          ],
           // Real nodes and real pods (test/integration/nodes, test/pods) need root and the Debian
           // packages of test/env/node/install-host-packages.sh; they fail, never skip, without
           // them. SWITCHYARD_TEST_NODES=0 leaves them out on a machine that cannot run them (the

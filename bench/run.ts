@@ -8,6 +8,7 @@
 //   failover [--runs n]                                             leader failover on the Lease: crash vs clean stop
 //   primary-latency [--sequential n] [--concurrent n]               the Primary's share of session start-up
 //   member-latency [--sessions n]                                   member create -> Ready, table push to a router
+//   pods [--runs n] [--requests n]                                  real pods: exec -> Ready, memory, stolen vs direct
 import { Command } from "commander";
 import { defaultRouterBench, runRouterBench } from "./router-bench.js";
 import { defaultK6Bench, K6_SCENARIOS, runK6Bench, type K6Scenario } from "./k6-bench.js";
@@ -18,6 +19,7 @@ import { defaultDeliveryBench, runDeliveryBench } from "./delivery.js";
 import { defaultFailoverBench, runFailoverBench } from "./failover.js";
 import { defaultPrimaryLatencyBench, runPrimaryLatencyBench } from "./primary-latency.js";
 import { defaultMemberLatencyBench, runMemberLatencyBench } from "./member-latency.js";
+import { defaultPodsBench, runPodsBench } from "./pods.js";
 
 const program = new Command("bench");
 program
@@ -142,6 +144,21 @@ program
   )
   .action(async (o: { sessions: string }) => {
     await runMemberLatencyBench({ ...defaultMemberLatencyBench, sessions: Number(o.sessions) });
+    process.exit(0);
+  });
+program
+  .command("pods")
+  .description(
+    "real pods: exec -> Ready with injection and rollout, agent/router/control-plane memory, stolen vs direct GETs",
+  )
+  .option(
+    "--runs <n>",
+    "exec -> Ready runs (each injects, rolls out and restores)",
+    String(defaultPodsBench.runs),
+  )
+  .option("--requests <n>", "sequential GETs per side, direct and stolen", String(defaultPodsBench.requests))
+  .action(async (o: { runs: string; requests: string }) => {
+    await runPodsBench({ runs: Number(o.runs), requests: Number(o.requests) });
     process.exit(0);
   });
 program

@@ -85,14 +85,27 @@ describe("parseControlPlaneArgs", () => {
       ],
       {},
     );
-    expect(o).toMatchObject({ agentTlsSecret: "switchyard-agent-tls", agentCaPem: "CA", gatewayCaPem: "CA" });
+    expect(o).toMatchObject({
+      agentTlsSecret: "switchyard-agent-tls",
+      agentTlsServerName: "switchyard-agent",
+      agentCaPem: "CA",
+      gatewayCaPem: "CA",
+    });
     // Plaintext stays the default (the embedded environment).
     const plain = parseControlPlaneArgs(["--mode", "both", ...base, "--router-endpoint", "ws://x:1"], {});
     expect(plain).toMatchObject({
       agentTlsSecret: undefined,
+      agentTlsServerName: undefined,
       agentCaPem: undefined,
       gatewayCaPem: undefined,
     });
+  });
+
+  it("takes the DNS name agent certificates carry (default switchyard-agent with --agent-tls-secret)", () => {
+    const argv = ["--mode", "member", ...base, "--router-endpoint", "ws://x:1", "--agent-tls-secret", "t"];
+    expect(parseControlPlaneArgs(argv, {}).agentTlsServerName).toBe("switchyard-agent");
+    const named = parseControlPlaneArgs([...argv, "--agent-tls-server-name", "agent.shop.svc"], {});
+    expect(named.agentTlsServerName).toBe("agent.shop.svc");
   });
 
   const member = ["--mode", "member", ...base, "--router-endpoint", "ws://x:1"];
@@ -103,6 +116,13 @@ describe("parseControlPlaneArgs", () => {
       "--agent-tls-secret",
     ],
     [[...member, "--agent-ca", "/dev/null"], "--agent-ca"],
+    [[...member, "--agent-tls-server-name", "switchyard-agent"], "--agent-tls-server-name"],
+    [[...member, "--agent-tls-secret", "t", "--agent-tls-server-name", "Agent_1"], "--agent-tls-server-name"],
+    [
+      [...member, "--agent-tls-secret", "t", "--agent-tls-server-name", "10.0.0.7"],
+      "--agent-tls-server-name",
+    ],
+    [[...member, "--agent-tls-secret", "t", "--agent-tls-server-name", "a..b"], "--agent-tls-server-name"],
     [[...member, "--agent-tls-secret", "t", "--agent-ca", "/nonexistent"], "--agent-ca"],
     [[...member, "--gateway-ca", "/dev/null"], "--gateway-ca"],
     [["--mode", "primary", ...base, "--gateway-ca", "/nonexistent"], "--gateway-ca"],

@@ -3,6 +3,7 @@
 // these flags (charts/switchyard/templates/_helpers.tpl). Errors are `OptionError`s whose
 // `option` is the flag; main.ts exits with status 2 on them.
 import { readFileSync } from "node:fs";
+import { isIP } from "node:net";
 import { hostname } from "node:os";
 import { Command, Option } from "commander";
 import { OptionError } from "../../lib/option-error.js";
@@ -67,6 +68,12 @@ export interface ControlPlaneOptions {
   redirectImage: string | undefined;
   /** Sidecar provisioner: kubernetes.io/tls Secret (in each target namespace) the agents serve wss:// with. */
   agentTlsSecret: string | undefined;
+  /**
+   * Sidecar provisioner with agentTlsSecret: the DNS name the agents' certificate carries;
+   * routers dial agents by pod IP and verify the certificate against this name instead
+   * (default "switchyard-agent"; undefined without agentTlsSecret).
+   */
+  agentTlsServerName: string | undefined;
   /** Member: PEM CA routers verify wss:// agents with (in the routing table; default none = system trust). */
   agentCaPem: string | undefined;
   /** Primary: PEM CA routers verify member gateways (wss://) with (in the routing table; default none). */
@@ -106,6 +113,9 @@ function readPem(flag: string, path: string): string {
     throw new OptionError(flag, `cannot read ${path}: ${(err as NodeJS.ErrnoException).code ?? err}`);
   }
 }
+
+/** DNS name agent certificates carry unless --agent-tls-server-name says otherwise. */
+export const DEFAULT_AGENT_TLS_SERVER_NAME = "switchyard-agent";
 
 const dnsLabel = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
 const dnsSubdomain = /^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
@@ -172,7 +182,8 @@ export function parseControlPlaneArgs(
     .option("--agent-extra-arg <flag...>", "process provisioner: extra flag for every agent (repeatable)")
     .option(
       "--agent-state-dir <dir>",
-      "process provisioner: agent records and logs (default: per cluster in the temp dir)",
+      "process provisioner: agent records and logs, a private directory (mode 0700, this user's; " +
+        "default: per cluster under $XDG_RUNTIME_DIR/switchyard-agents, else <tmpdir>/switchyard-agents-<uid>)",
     )
     .option(
       "--agent-traffic-port-offset <n>",
@@ -187,6 +198,10 @@ export function parseControlPlaneArgs(
     .option(
       "--agent-tls-secret <name>",
       "sidecar provisioner: kubernetes.io/tls Secret in each target namespace; agents serve wss:// with it",
+    )
+    .option(
+      "--agent-tls-server-name <name>",
+      `DNS name the agents' certificate carries; routers verify agents (dialled by pod IP) against it (default ${DEFAULT_AGENT_TLS_SERVER_NAME} with --agent-tls-secret)`,
     )
     .option("--agent-ca <file>", "PEM CA bundle routers verify wss:// agents with")
     .option("--gateway-ca <file>", "Primary: PEM CA bundle routers verify member gateways (wss://) with")
@@ -268,6 +283,21 @@ export function parseControlPlaneArgs(
     if (!dnsSubdomain.test(agentTlsSecret))
       throw new OptionError("--agent-tls-secret", `"${agentTlsSecret}" is not a Secret name`);
   }
+  const serverNameFlag = o.agentTlsServerName as string | undefined;
+  if (serverNameFlag !== undefined) {
+    if (agentTlsSecret === undefined)
+      throw new OptionError(
+        "--agent-tls-server-name",
+        "names the agents' certificate, but without --agent-tls-secret agents serve plaintext ws://: give --agent-tls-secret too, or drop the flag",
+      );
+    if (isIP(serverNameFlag) !== 0 || !dnsSubdomain.test(serverNameFlag))
+      throw new OptionError(
+        "--agent-tls-server-name",
+        `"${serverNameFlag}" is not a DNS name (lowercase letters, digits, '-' and '.'; not an IP address): give a name the agents' certificate carries as a DNS SAN, e.g. ${DEFAULT_AGENT_TLS_SERVER_NAME}`,
+      );
+  }
+  const agentTlsServerName =
+    agentTlsSecret === undefined ? undefined : (serverNameFlag ?? DEFAULT_AGENT_TLS_SERVER_NAME);
   const agentCa = o.agentCa as string | undefined;
   if (agentCa !== undefined && agentTlsSecret === undefined) {
     throw new OptionError(
@@ -342,6 +372,7 @@ export function parseControlPlaneArgs(
     agentImage: o.agentImage as string | undefined,
     redirectImage: o.redirectImage as string | undefined,
     agentTlsSecret,
+    agentTlsServerName,
     agentCaPem: agentCa !== undefined ? readPem("--agent-ca", agentCa) : undefined,
     gatewayCaPem: gatewayCa !== undefined ? readPem("--gateway-ca", gatewayCa) : undefined,
     installCrds: o.installCrds === true,

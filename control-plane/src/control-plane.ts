@@ -8,8 +8,6 @@
 // in primary/both mode, a member Lease otherwise. Every replica serves RouteDiscovery;
 // a replica that is not leading has no table yet and refuses routers with UNAVAILABLE,
 // so they retry until they reach the leader.
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { KubeConfig } from "@kubernetes/client-node";
 import { pino, type Logger } from "pino";
 import { Registry } from "prom-client";
@@ -65,7 +63,7 @@ function provisionerFor(o: ControlPlaneOptions, kc: KubeConfig, logger: Logger):
       ...(o.agentExtraArgs.length > 0 ? { extraArgs: o.agentExtraArgs } : {}),
       ...(o.agentTrafficPortOffset > 0 ? { trafficPortOffset: o.agentTrafficPortOffset } : {}),
       // Per cluster: records are keyed by target, which two clusters on one host share.
-      stateDir: o.agentStateDir ?? join(tmpdir(), "switchyard-process-agents", o.clusterName),
+      ...(o.agentStateDir ? { stateDir: o.agentStateDir } : { stateSubdir: o.clusterName }),
       logger,
     });
   }
@@ -124,6 +122,7 @@ export async function startControlPlane(
         routes,
         secretNamespace: o.namespace,
         ...(o.agentCaPem ? { agentCaPem: o.agentCaPem } : {}),
+        ...(o.agentTlsServerName ? { agentServerName: o.agentTlsServerName } : {}),
         // With a Primary in the same process, the session controller publishes the table.
         markRoutesReady: !isPrimary,
         logger,
@@ -156,7 +155,14 @@ export async function startControlPlane(
 
   const parts: Promise<void>[] = [];
   let clusterRegistry: ClusterRegistry | undefined;
+  // Readiness: the leader once its table is complete; a standby at once. A standby never
+  // completes a table, and a Deployment whose standby is never Ready never finishes a
+  // rollout (helm --wait, kubectl rollout status, every upgrade with maxUnavailable 0). A
+  // router that reaches a standby through the Service is refused (UNAVAILABLE) and reconnects
+  // on a fresh connection until it lands on the leader.
+  let leadingNow: AbortSignal | undefined;
   const onStartedLeading = (leading: AbortSignal) => {
+    leadingNow = leading;
     logger.info({ identity: o.identity }, "leading");
     for (const work of leaderWork) {
       work(leading).catch((err: Error) => logger.error({ err: err.message }, "leader work failed"));
@@ -214,7 +220,7 @@ export async function startControlPlane(
     registry,
     host: o.metricsListen.host,
     port: o.metricsListen.port,
-    ready: () => routes.ready(),
+    ready: () => (leadingNow && !leadingNow.aborted ? routes.ready() : true),
   });
   const metricsPort = await health.listen();
   logger.info({ mode: o.mode, grpc: grpc.url, metricsPort }, "control plane started");

@@ -16,6 +16,7 @@ import { join } from "node:path";
 import { Command } from "commander";
 import { ensureBinaries, binaryPath, type BinaryName } from "./binaries.js";
 import { startClusterSet, type ClusterSet } from "./cluster-set.js";
+import { startPodStack, type PodStack } from "./pod-stack.js";
 import { startEmbeddedStack, type EmbeddedStack } from "./embedded-stack.js";
 import { envRoot, isSameProcessAlive, killChildren, processStartTime, sweepOrphans } from "./processes.js";
 import { shutdownOnSignals, type SignalShutdown } from "./signal-shutdown.js";
@@ -91,7 +92,12 @@ program
   .description(
     "the embedded environment: clusters + the chart + control planes, routers and agents, ready for switchyard exec",
   )
-  .action(async () => {
+  .option(
+    "--pods",
+    "real nodes instead of local processes: the chart's Deployments run the control planes and routers in pods, agents are injected as sidecars (needs root and test/env/node/install-host-packages.sh)",
+  )
+  .action(async (opts: { pods?: boolean }) => {
+    if (opts.pods) return podStack();
     let stack: EmbeddedStack | undefined;
     const shutdown = stopEverythingOnSignals(async () => stack?.stop());
     const started = Date.now();
@@ -133,6 +139,38 @@ program
     );
     setInterval(() => {}, 1 << 30);
   });
+
+/** `stack --pods`: the same quick start on real nodes, Switchyard from its own images. */
+async function podStack(): Promise<void> {
+  let stack: PodStack | undefined;
+  const shutdown = stopEverythingOnSignals(async () => stack?.stop());
+  console.log(
+    "starting primary (management-only), east (Default) and west on real nodes; Switchyard from its own images …",
+  );
+  try {
+    stack = await startPodStack({
+      onPhase: (phase, ms) => console.log(`  ${phase} (${(ms / 1000).toFixed(1)} s)`),
+    });
+  } catch (err) {
+    return failedStart(shutdown, err);
+  }
+  if (shutdown.stopping) return shutdown.stopped;
+  console.log(`ready in ${((stack.phases["Primary ready"] ?? 0) / 1000).toFixed(1)} s\n`);
+  for (const name of ["primary", ...Object.keys(stack.workloads)]) {
+    const c = stack.set.get(name);
+    console.log(`${name.padEnd(8)} kubectl --kubeconfig ${c.adminKubeconfigPath} get pods -A`);
+  }
+  const curls = Object.values(stack.workloads)
+    .map((w) => `  curl ${w.demoUrl}/   # the demo Service in ${w.name}: answered by your local process\n`)
+    .join("");
+  console.log(
+    `\nTry (another terminal):\n  npm run switchyard -- exec ${stack.developerCliArgs.join(" ")} ` +
+      `--steal --port 8080:9000 -- python3 -m http.server 9000\n` +
+      curls +
+      `\nCtrl-C stops everything (pods, nodes, clusters) and removes ${stack.dir} and ${stack.set.dir}.`,
+  );
+  setInterval(() => {}, 1 << 30);
+}
 
 program
   .command("down")

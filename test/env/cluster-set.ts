@@ -18,6 +18,7 @@ import {
 } from "./pki.js";
 import { freePorts } from "./ports.js";
 import { apiServerArgsForNodes, KUBERNETES_SERVICE_IP } from "./node/api-server-flags.js";
+import { nodeAddresses, pickAddressBlock, type NodeAddresses } from "./node/node-network.js";
 import { envRoot, ProcessGroupDir, sweepOrphans, type ManagedProcess } from "./processes.js";
 import { eventually, PollTimeoutError } from "../support/poll.js";
 
@@ -71,11 +72,19 @@ export interface TestCluster {
   /** Starts this cluster's API server again on the same port. */
   startApiServer(): Promise<void>;
   isApiServerRunning(): boolean;
+  /**
+   * With `nodes: true`: the API server as the nodes' network reaches it — its port on the host
+   * address of this cluster's node (covered by the serving certificate), what a pod of any
+   * cluster of the set dials, as it would a remote cluster's API endpoint. Undefined otherwise.
+   */
+  readonly nodeNetworkServer: string | undefined;
 }
 
 export interface ClusterSet {
   readonly clusters: Record<string, TestCluster>;
   readonly dir: string;
+  /** With `nodes: true`: the set's node network block, 10.<nodeBlock>.0.0/16 (test/env/node). */
+  readonly nodeBlock: number | undefined;
   get(name: string): TestCluster;
   /** Stops every process and removes every file of the set. Safe to call twice. */
   stop(): Promise<void>;
@@ -194,10 +203,15 @@ class Cluster implements TestCluster {
     private readonly etcd: Etcd,
     private readonly extraArgs: string[],
     private readonly readyTimeoutMs: number,
-    private readonly forNodes = false,
+    /** With nodes: this cluster's node addresses (its node's host address is in the serving certificate). */
+    private readonly node: NodeAddresses | undefined = undefined,
   ) {
     this.dir = join(group.dir, name);
     mkdirSync(this.dir, { recursive: true });
+  }
+
+  get nodeNetworkServer(): string | undefined {
+    return this.node ? `https://${this.node.hostIp}:${this.port}` : undefined;
   }
 
   private file(name: string, content: string): string {
@@ -217,7 +231,7 @@ class Cluster implements TestCluster {
       commonName: "kube-apiserver",
       usage: "server",
       dnsNames: ["localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"],
-      ipAddresses: ["127.0.0.1", ...(this.forNodes ? [KUBERNETES_SERVICE_IP] : [])],
+      ipAddresses: ["127.0.0.1", ...(this.node ? [KUBERNETES_SERVICE_IP, this.node.hostIp] : [])],
       validForSeconds: 30 * 86_400,
     });
     this.admin = await this.ca.issue({
@@ -253,7 +267,7 @@ class Cluster implements TestCluster {
       `--tls-cert-file=${this.file("apiserver.crt", serving.certPem)}`,
       `--tls-private-key-file=${this.file("apiserver.key", serving.keyPem)}`,
       `--client-ca-file=${this.caFile}`,
-      this.forNodes ? "--authorization-mode=Node,RBAC" : "--authorization-mode=RBAC",
+      this.node ? "--authorization-mode=Node,RBAC" : "--authorization-mode=RBAC",
       `--service-account-issuer=https://${this.name}.switchyard.test`,
       `--service-account-key-file=${saPub}`,
       `--service-account-signing-key-file=${saKey}`,
@@ -264,7 +278,7 @@ class Cluster implements TestCluster {
       "--profiling=false",
       `--cert-dir=${join(this.dir, "certs")}`,
       ...this.extraArgs,
-      ...(this.forNodes ? await apiServerArgsForNodes(this.ca, this.dir) : []),
+      ...(this.node ? await apiServerArgsForNodes(this.ca, this.dir) : []),
     ];
     this.kcmArgs = [
       `--kubeconfig=${kcmKubeconfig}`,
@@ -379,6 +393,9 @@ export async function startClusterSet(options: ClusterSetOptions): Promise<Clust
   const deadline = Date.now() + timeout;
   const etcds: Etcd[] = [];
   const clusters: Record<string, Cluster> = {};
+  // Node i of the set (test/env/node) serves cluster i; its host address is known now, so the
+  // serving certificates cover it.
+  const nodeBlock = options.nodes ? await pickAddressBlock() : undefined;
   // One stop, shared by every caller: a second call (a failed start racing a signal) waits
   // for the same removal instead of returning while processes still run.
   let stopping: Promise<void> | undefined;
@@ -401,7 +418,7 @@ export async function startClusterSet(options: ClusterSetOptions): Promise<Clust
         etcds[shared ? 0 : i]!,
         options.apiServerArgs?.[n] ?? [],
         timeout,
-        options.nodes ?? false,
+        nodeBlock === undefined ? undefined : nodeAddresses(nodeBlock, i + 1),
       );
     });
     await Promise.all(Object.values(clusters).map((c) => c.prepare()));
@@ -414,6 +431,7 @@ export async function startClusterSet(options: ClusterSetOptions): Promise<Clust
   return {
     clusters,
     dir: group.dir,
+    nodeBlock,
     get(name: string) {
       const c = clusters[name];
       if (!c) throw new ClusterSetError(`no cluster named "${name}" in this set (have: ${names.join(", ")})`);

@@ -15,11 +15,19 @@ import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import type { Server } from "node:http";
 import { join } from "node:path";
-import { CoreV1Api, RbacAuthorizationV1Api, type KubeConfig } from "@kubernetes/client-node";
 import { switchyardOperatorClient } from "../../proto/api/v1alpha1/index.js";
 import { startClusterSet, type ClusterSet, type ClusterUser, type TestCluster } from "./cluster-set.js";
 import { APP_PORT, createDemo, demoApp, TRAFFIC_OFFSET, type AppRequest } from "./demo-workload.js";
-import { chartDir, Helm } from "./helm.js";
+import { Helm } from "./helm.js";
+import {
+  b64,
+  demoTargetArgs,
+  grantDevelopers,
+  installChart,
+  ROUTE_DISCOVERY_AUDIENCE,
+  serviceAccountToken as token,
+  STACK_NAMESPACE,
+} from "./stack-install.js";
 import { writeKubeconfig } from "./kubeconfig.js";
 import { freePorts } from "./ports.js";
 import { EmbeddedStackError, startFailure } from "./stack-start-failure.js";
@@ -28,8 +36,8 @@ import { launch, tsx, type LaunchedProcess, type LogLine } from "../support/laun
 import { eventually } from "../support/poll.js";
 
 export { APP_PORT, TRAFFIC_OFFSET, EmbeddedStackError };
-export const STACK_NAMESPACE = "switchyard";
-const AUDIENCE = "switchyard-route-discovery";
+export { STACK_NAMESPACE };
+const AUDIENCE = ROUTE_DISCOVERY_AUDIENCE;
 
 export interface EmbeddedStackOptions {
   /** Workload clusters; the first is the Default cluster (default ["east", "west"]). */
@@ -98,17 +106,6 @@ interface Components {
   onExit: EmbeddedStackOptions["onComponentExit"];
 }
 
-const b64 = (s: string) => Buffer.from(s).toString("base64");
-
-async function token(kc: KubeConfig, sa: string, audiences: string[] = []): Promise<string> {
-  const tr = await kc.makeApiClient(CoreV1Api).createNamespacedServiceAccountToken({
-    name: sa,
-    namespace: STACK_NAMESPACE,
-    body: { spec: { audiences, expirationSeconds: 24 * 3600 } },
-  });
-  return tr.status!.token;
-}
-
 /** Starts one component from its entry point, recorded in the stack's group, logging to `<logDir>/<name>.log`. */
 function startProcess<R = true>(
   c: Components,
@@ -145,23 +142,6 @@ function startControlPlane(c: Components, name: string, args: string[]): Promise
   );
 }
 
-async function installChart(helm: Helm, c: TestCluster, values: object): Promise<void> {
-  const r = await helm.run(
-    [
-      "install",
-      "switchyard",
-      chartDir,
-      "--namespace",
-      STACK_NAMESPACE,
-      "--create-namespace",
-      "--kubeconfig",
-      c.adminKubeconfigPath,
-    ],
-    [values],
-  );
-  if (r.code !== 0) throw new Error(`helm install into ${c.name} failed:\n${r.stderr}`);
-}
-
 /** A kubeconfig that authenticates with a ServiceAccount token of the chart. */
 function tokenKubeconfig(dir: string, c: TestCluster, user: string, tok: string): string {
   return writeKubeconfig(join(dir, `${c.name}-${user}.kubeconfig`), {
@@ -170,38 +150,6 @@ function tokenKubeconfig(dir: string, c: TestCluster, user: string, tok: string)
     caPem: c.caPem,
     user,
     token: tok,
-  });
-}
-
-async function grantDeveloper(kc: KubeConfig): Promise<void> {
-  const rbac = kc.makeApiClient(RbacAuthorizationV1Api);
-  await rbac.createClusterRole({
-    body: {
-      metadata: { name: "switchyard-developer" },
-      rules: [
-        {
-          apiGroups: ["switchyard.dev"],
-          resources: ["multiclustersessions", "clustersessions"],
-          verbs: ["get", "list", "watch", "create", "delete"],
-        },
-        { apiGroups: ["switchyard.dev"], resources: ["switchyardoperators"], verbs: ["get", "list"] },
-      ],
-    },
-  });
-  await rbac.createNamespacedRoleBinding({
-    namespace: "default",
-    body: {
-      metadata: { name: "developers-open-sessions" },
-      roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: "switchyard-developer" },
-      subjects: [{ kind: "Group", name: "developers", apiGroup: "rbac.authorization.k8s.io" }],
-    },
-  });
-  await rbac.createClusterRoleBinding({
-    body: {
-      metadata: { name: "developers-read-operator" },
-      roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: "switchyard-developer" },
-      subjects: [{ kind: "Group", name: "developers", apiGroup: "rbac.authorization.k8s.io" }],
-    },
   });
 }
 
@@ -336,7 +284,7 @@ async function install(
       ),
     },
   });
-  await grantDeveloper(primary.kubeConfig());
+  await grantDevelopers(primary.kubeConfig());
 
   // Demo workload and its stand-in app in every workload cluster.
   await Promise.all(
@@ -439,12 +387,7 @@ async function install(
     workloads,
     developer,
     developerCliArgs: [
-      "--kubeconfig",
-      developer.kubeconfigPath,
-      "-n",
-      "default",
-      "-t",
-      "deployment/demo",
+      ...demoTargetArgs(developer.kubeconfigPath),
       ...primaryRouterPorts.flatMap((p) => ["--router", `ws://127.0.0.1:${p}`]),
     ],
     killPrimaryRouter: async (index) => {

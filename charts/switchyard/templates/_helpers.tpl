@@ -55,6 +55,17 @@ app.kubernetes.io/component: {{ .component }}
 {{- end -}}
 {{- end -}}
 
+{{/* The sidecar's redirect init container image, rendered like "switchyard.image". */}}
+{{- define "switchyard.redirectImage" -}}
+{{- $image := .Values.sidecar.redirectImage -}}
+{{- $tag := default .Chart.AppVersion $image.tag -}}
+{{- if $image.digest -}}
+{{- printf "%s@%s" $image.repository $image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" $image.repository $tag -}}
+{{- end -}}
+{{- end -}}
+
 {{/* The effective control-plane mode (controlPlane.mode, or derived; see values.yaml). */}}
 {{- define "switchyard.controlPlane.mode" -}}
 {{- if .Values.controlPlane.mode -}}
@@ -104,7 +115,8 @@ single-cluster use inside the cluster; a member reached by a Primary needs route
 The control-plane command line. Flags (all documented in charts/README.md):
   --mode, --namespace, --config-map, --cluster-name, --grpc-listen, --metrics-listen,
   --router-endpoint, --router-service-account, --router-token-audience, --tls-cert, --tls-key,
-  --agent-image, --agent-tls-secret, --agent-ca, --gateway-ca,
+  --agent-image, --redirect-image, --agent-tls-secret, --agent-tls-server-name, --agent-ca,
+  --gateway-ca,
   --allowed-namespaces, --allowed-target-kinds, --leader-lease-duration-seconds,
   --leader-renew-deadline-seconds, --leader-retry-period-seconds,
   --health-check-interval-seconds, --log-level
@@ -124,8 +136,10 @@ The control-plane command line. Flags (all documented in charts/README.md):
 - --router-endpoint={{ include "switchyard.router.url" . }}
 {{- if ne (include "switchyard.controlPlane.mode" .) "primary" }}
 - --agent-image={{ include "switchyard.image" . }}
+- --redirect-image={{ include "switchyard.redirectImage" . }}
 {{- with .Values.tls.agentSecretName }}
 - --agent-tls-secret={{ . }}
+- --agent-tls-server-name={{ $.Values.tls.agentServerName }}
 - --agent-ca={{ include "switchyard.tlsMountPath" $ }}/{{ $.Values.tls.caKey }}
 {{- end }}
 {{- end }}

@@ -161,6 +161,10 @@ problem is collected and reported at once, like the control plane does.
 {{- if and $as.enabled (gt (int $as.minReplicas) (int $as.maxReplicas)) -}}
   {{- $errs = append $errs (printf "router.autoscaling.minReplicas: %d is above maxReplicas %d. Fix: set minReplicas <= maxReplicas" (int $as.minReplicas) (int $as.maxReplicas)) -}}
 {{- end -}}
+{{- $svc := .Values.router.service -}}
+{{- if and $svc.nodePort (eq $svc.type "ClusterIP") -}}
+  {{- $errs = append $errs (printf "router.service.nodePort: %d is set but router.service.type is ClusterIP, which has no node port. Fix: set type NodePort or LoadBalancer, or nodePort 0" (int $svc.nodePort)) -}}
+{{- end -}}
 {{- with .Values.router.endpoint -}}
   {{- if not (regexMatch "^wss://[^\\s/?#]+(/[^\\s]*)?$" .) -}}
     {{- $errs = append $errs (printf "router.endpoint: %q is not a wss:// URL. Fix: set router.endpoint to the routers' external URL, e.g. wss://switchyard.example.com" .) -}}
@@ -217,6 +221,12 @@ problem is collected and reported at once, like the control plane does.
       {{- end -}}
     {{- end -}}
   {{- end -}}
+{{- end -}}
+
+{{- /* ---- agent TLS (the schema checks DNS syntax; an address passes it, SNI refuses it) ---- */ -}}
+{{- $agentServerName := .Values.tls.agentServerName | default "" -}}
+{{- if regexMatch "^[0-9.]+$" $agentServerName -}}
+  {{- $errs = append $errs (printf "tls.agentServerName: %q is an IP address, but routers send it as TLS SNI, which carries DNS names only. Fix: set a DNS name the agent certificate carries, e.g. switchyard-agent" $agentServerName) -}}
 {{- end -}}
 
 {{- /* ---- sessions allow-list ---- */ -}}

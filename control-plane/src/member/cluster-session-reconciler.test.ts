@@ -4,7 +4,7 @@ import { OptionError } from "../../../lib/option-error.js";
 import type { ClusterSession } from "../../../proto/api/v1alpha1/index.js";
 import { RouteSnapshotCache } from "../route-discovery/index.js";
 import type { AgentProvisioner } from "./agent-provisioner.js";
-import { ClusterSessionReconciler, ttlDeadline } from "./cluster-session-reconciler.js";
+import { agentUpstreams, ClusterSessionReconciler, ttlDeadline } from "./cluster-session-reconciler.js";
 
 function session(created: string, renewedAt?: string, ttlSeconds?: number): ClusterSession {
   return {
@@ -66,5 +66,43 @@ describe("ClusterSessionReconciler options", () => {
     expect(
       () => new ClusterSessionReconciler({ ...base, routerEndpoint: "wss://gw", waitingRecheckMs: 0 }),
     ).toThrow(/waitingRecheckMs/);
+  });
+});
+
+describe("agentUpstreams", () => {
+  it("gives wss:// agents the CA and the certificate's server name; the first agent is the default", () => {
+    const agents = [
+      { id: "web-a", baseUrl: "wss://10.0.0.7:9440" },
+      { id: "web-b", baseUrl: "wss://[fd00::8]:9440" },
+    ];
+    expect(
+      agentUpstreams(agents, "s", "secret", { agentCaPem: "CA", agentServerName: "switchyard-agent" }),
+    ).toEqual([
+      {
+        cluster: "web-a",
+        url: "wss://10.0.0.7:9440/v1/sessions/s",
+        secret: "secret",
+        isDefault: true,
+        caPem: "CA",
+        serverName: "switchyard-agent",
+      },
+      {
+        cluster: "web-b",
+        url: "wss://[fd00::8]:9440/v1/sessions/s",
+        secret: "secret",
+        isDefault: false,
+        caPem: "CA",
+        serverName: "switchyard-agent",
+      },
+    ]);
+  });
+
+  it("leaves the server name empty for plaintext agents and when none is configured", () => {
+    const [plain] = agentUpstreams([{ id: "a", baseUrl: "ws://10.0.0.7:9440" }], "s", "x", {
+      agentServerName: "switchyard-agent",
+    });
+    expect(plain).toMatchObject({ url: "ws://10.0.0.7:9440/v1/sessions/s", serverName: "", caPem: "" });
+    const [unnamed] = agentUpstreams([{ id: "a", baseUrl: "wss://10.0.0.7:9440" }], "s", "x", {});
+    expect(unnamed).toMatchObject({ serverName: "", caPem: "" });
   });
 });

@@ -7,7 +7,7 @@
 // the Ready condition. On deletion it removes the table and, when it was the last
 // session on the target, releases the agents (restoring the workload) before letting
 // the object go. Everything is read again on every call: nothing depends on memory.
-import { create } from "@bufbuild/protobuf";
+import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import type { KubeConfig } from "@kubernetes/client-node";
 import type { Logger } from "pino";
 import { OptionError, positive } from "../../../lib/option-error.js";
@@ -15,6 +15,7 @@ import {
   SessionRouteSchema,
   SessionState,
   type SessionRoute,
+  type UpstreamSchema,
 } from "../../../proto/gen/route_discovery_pb.js";
 import {
   clusterSessionClient,
@@ -35,7 +36,7 @@ import {
   type ReconcileResult,
   type TerminalReconcileError,
 } from "../runtime/index.js";
-import type { AgentProvisioner } from "./agent-provisioner.js";
+import type { AgentEndpoint, AgentProvisioner } from "./agent-provisioner.js";
 import { AgentSecretStore } from "./agent-secret-store.js";
 import { TargetLocks } from "./target-locks.js";
 import { resolveTarget, targetId, type TargetSource } from "./target-resolver.js";
@@ -52,6 +53,11 @@ export interface ClusterSessionReconcilerOptions {
   targets: TargetSource;
   /** CA PEM routers use to verify wss:// agents (default: none). */
   agentCaPem?: string;
+  /**
+   * DNS name routers verify wss:// agents' certificates against (upstream server_name),
+   * since they dial agents by pod IP (default: none = the URL's host). Not set on ws:// agents.
+   */
+  agentServerName?: string;
   /** Namespace for agent Secrets (the control plane's own; default: each target's namespace). */
   secretNamespace?: string;
   /** Re-check a session that waits for pods or agents this often, ms (default 5 000); pod events wake it sooner. */
@@ -191,13 +197,7 @@ export class ClusterSessionReconciler implements Reconciler {
       sessionId: key.name,
       clientKeyHash: session.spec.clientKeyHash,
       state: SessionState.READY,
-      upstreams: agents.map((a, i) => ({
-        cluster: a.id,
-        url: sessionUrl(a.baseUrl, key.name),
-        secret: secret.secret,
-        isDefault: i === 0,
-        caPem: this.#o.agentCaPem ?? "",
-      })),
+      upstreams: agentUpstreams(agents, key.name, secret.secret, this.#o),
     });
     this.#o.routes.upsert(route);
     const pod = agents[0]!.pod;
@@ -319,6 +319,30 @@ export class ClusterSessionReconciler implements Reconciler {
 }
 
 /** When the session expires: ttlSeconds after status.renewedAt, or after creation when never renewed. */
+/**
+ * The routing-table upstreams of a session's agents, the preferred one (first) the default.
+ * wss:// agents carry the CA and the name their certificate is verified against: routers
+ * dial them by pod IP, which no certificate issued in advance can name.
+ */
+export function agentUpstreams(
+  agents: readonly Pick<AgentEndpoint, "id" | "baseUrl">[],
+  sessionName: string,
+  secret: string,
+  tls: Pick<ClusterSessionReconcilerOptions, "agentCaPem" | "agentServerName">,
+): MessageInitShape<typeof UpstreamSchema>[] {
+  return agents.map((a, i) => {
+    const secure = a.baseUrl.startsWith("wss:");
+    return {
+      cluster: a.id,
+      url: sessionUrl(a.baseUrl, sessionName),
+      secret,
+      isDefault: i === 0,
+      caPem: tls.agentCaPem ?? "",
+      serverName: secure ? (tls.agentServerName ?? "") : "",
+    };
+  });
+}
+
 export function ttlDeadline(session: ClusterSession): number {
   const ttl = (session.spec.ttlSeconds ?? TTL_SECONDS_DEFAULT) * 1000;
   const renewed = Date.parse(session.status?.renewedAt ?? "");

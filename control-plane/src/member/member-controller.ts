@@ -48,7 +48,10 @@ export interface MemberControllerOptions {
   resyncMs?: number;
   /** Renew a single-cluster session's renewedAt at most this often, ms (default 10 000). */
   renewIntervalMs?: number;
+  /** CA PEM routers use to verify wss:// agents (default: none). */
   agentCaPem?: string;
+  /** DNS name wss:// agents' certificates are verified against (upstream server_name; default: the pod IP). */
+  agentServerName?: string;
   /** Namespace for agent Secrets (the control plane's own; default: each target's namespace). */
   secretNamespace?: string;
   waitingRecheckMs?: number;
@@ -97,6 +100,7 @@ export class MemberController {
       routes: options.routes,
       targets,
       ...(options.agentCaPem !== undefined ? { agentCaPem: options.agentCaPem } : {}),
+      ...(options.agentServerName !== undefined ? { agentServerName: options.agentServerName } : {}),
       ...(options.secretNamespace !== undefined ? { secretNamespace: options.secretNamespace } : {}),
       ...(options.waitingRecheckMs !== undefined ? { waitingRecheckMs: options.waitingRecheckMs } : {}),
       ...(logger ? { logger } : {}),

@@ -1,23 +1,16 @@
 // `process` provisioning: one local agent process per target, serving the pod the
 // target resolved to (embedded environment and tests, where there is no kubelet and no
-// pod network). Agents are spawned detached and recorded in a state directory (pid,
-// port, pod, secret hash), so a restarted control plane adopts the agents still
-// running instead of starting new ones; a record whose process is gone or does not
-// answer /healthz is replaced. The launch command is configurable (tests may use a fake
-// agent); flags follow data-plane/agent's main.ts.
-import { spawn } from "node:child_process";
-import {
-  closeSync,
-  existsSync,
-  mkdirSync,
-  openSync,
-  readFileSync,
-  readdirSync,
-  rmSync,
-  writeFileSync,
-} from "node:fs";
+// pod network). Agents are spawned detached and recorded in a private state directory
+// (pid and its start time, port, pod, secret hash), so a restarted control plane adopts
+// the agents still running instead of starting new ones; a record whose process is gone
+// or does not answer /healthz is replaced. A recorded pid is signalled only while it
+// still names the process that was recorded (same start time): pids are reused, and a
+// record that outlived its agent must not kill whatever runs under that pid now. The
+// launch command is configurable (tests may use a fake agent); flags follow
+// data-plane/agent's main.ts.
+import { spawn, type ChildProcess } from "node:child_process";
+import { closeSync, existsSync, openSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { V1Pod } from "@kubernetes/client-node";
@@ -30,7 +23,9 @@ import {
   type EnsureAgentsResult,
 } from "./agent-provisioner.js";
 import { sha256Hex } from "./agent-secret-store.js";
+import { defaultAgentStateDir, preparePrivateDirs } from "./agent-state-dir.js";
 import { AgentLaunchError } from "./member-errors.js";
+import { isSameProcess, processStartTime } from "./process-start-time.js";
 import type { ResolvedTarget } from "./target-resolver.js";
 
 export interface AgentCommand {
@@ -60,8 +55,15 @@ export interface ProcessAgentProvisionerOptions {
   trafficPortOffset?: number;
   /** Extra flags appended to every agent command line. */
   extraArgs?: string[];
-  /** Where agent records and logs live (default: <tmpdir>/switchyard-process-agents). */
+  /**
+   * Where agent records and logs live: a private directory, created with mode 0700 and
+   * refused when another user owns it or group or others may use it (see
+   * agent-state-dir.ts). Default: `$XDG_RUNTIME_DIR/switchyard-agents`, else
+   * `<tmpdir>/switchyard-agents-<uid>`, with `stateSubdir` below it.
+   */
   stateDir?: string;
+  /** With the default `stateDir`: a sub-directory of it, one path segment (the control plane gives its cluster name). */
+  stateSubdir?: string;
   /** How long an agent may take to answer /healthz, ms (default 20 000). */
   startTimeoutMs?: number;
   /** How often `watch` checks that recorded agents are still running, ms (default 2000). */
@@ -74,6 +76,8 @@ export interface ProcessAgentProvisionerOptions {
 interface AgentRecord {
   targetId: string;
   pid: number;
+  /** The process's start time (process-start-time.ts); empty when it could not be read. */
+  startTime: string;
   port: number;
   host: string;
   podName: string;
@@ -89,6 +93,8 @@ export class ProcessAgentProvisioner implements AgentProvisioner {
   readonly #goneListeners = new Set<(targetId: string) => void>();
   /** Pids not to report: already reported, or being stopped on purpose (kept until their record goes). */
   readonly #reported = new Set<number>();
+  /** Agents this process started and that have not exited, by pid: known for sure without /proc. */
+  readonly #children = new Map<number, ChildProcess>();
 
   constructor(options: ProcessAgentProvisionerOptions) {
     if (!options.kubeconfigPath) throw new OptionError("kubeconfigPath", "is required for process agents");
@@ -98,12 +104,11 @@ export class ProcessAgentProvisioner implements AgentProvisioner {
     this.#o = {
       ...options,
       host: options.host ?? "127.0.0.1",
-      stateDir: options.stateDir ?? join(tmpdir(), "switchyard-process-agents"),
+      stateDir: stateDirOf(options),
       startTimeoutMs,
     };
     this.#command = options.agentCommand ?? defaultAgentCommand();
     this.#logger = options.logger;
-    mkdirSync(this.#o.stateDir, { recursive: true, mode: 0o700 });
   }
 
   async ensure({ resolved, secretHash, signal }: EnsureAgentsInput): Promise<EnsureAgentsResult> {
@@ -114,7 +119,7 @@ export class ProcessAgentProvisioner implements AgentProvisioner {
       ready.some((p) => p.metadata?.name === record.podName) &&
       record.secretHash === secretHash
     ) {
-      if (isAlive(record.pid) && (await healthy(record))) {
+      if (this.#runs(record) && (await healthy(record))) {
         const pod = ready.find((p) => p.metadata?.name === record.podName)!;
         return { agents: [{ id: agentIdForPod(record.podName, sha256Hex), pod, baseUrl: baseUrl(record) }] };
       }
@@ -148,7 +153,7 @@ export class ProcessAgentProvisioner implements AgentProvisioner {
     if (signal.aborted) return;
     this.#goneListeners.add(onGone);
     const timer = setInterval(() => {
-      for (const r of this.records()) if (!isAlive(r.pid)) this.#reportGone(r);
+      for (const r of this.records()) if (!this.#runs(r)) this.#reportGone(r);
     }, this.#o.livenessIntervalMs ?? 2000);
     timer.unref?.();
     signal.addEventListener(
@@ -229,9 +234,20 @@ export class ProcessAgentProvisioner implements AgentProvisioner {
       throw new AgentLaunchError(`could not start agent "${this.#command.command}": check agentCommand`);
     }
     let exited: number | null | undefined;
-    const record: AgentRecord = { targetId: resolved.id, pid, port, host: this.#o.host, podName, secretHash };
+    const startTime = processStartTime(pid) ?? "";
+    const record: AgentRecord = {
+      targetId: resolved.id,
+      pid,
+      startTime,
+      port,
+      host: this.#o.host,
+      podName,
+      secretHash,
+    };
     let serving = false;
+    this.#children.set(pid, child);
     child.once("exit", (code) => {
+      this.#children.delete(pid);
       exited = code ?? -1;
       // A launch failure is the reconcile's error (with backoff); only a serving agent's death is news.
       if (serving) this.#reportGone(record);
@@ -256,27 +272,47 @@ export class ProcessAgentProvisioner implements AgentProvisioner {
     return record;
   }
 
+  /** True while the agent `record` names runs: a child of ours, or the same pid *and* start time. */
+  #runs(record: AgentRecord): boolean {
+    const child = this.#children.get(record.pid);
+    if (child) return child.exitCode === null && child.signalCode === null;
+    return isSameProcess(record.pid, record.startTime);
+  }
+
+  /** Signals the recorded agent only while the pid still names it; false when it does not. */
+  #signal(record: AgentRecord, signal: NodeJS.Signals): boolean {
+    if (!this.#runs(record)) return false;
+    try {
+      const child = this.#children.get(record.pid);
+      if (child) child.kill(signal);
+      else process.kill(record.pid, signal);
+      return true;
+    } catch {
+      return false; // exited in between
+    }
+  }
+
+  /**
+   * Stops the agent a record names and removes the record. A record whose pid no longer
+   * names that agent (it exited; the pid may have been reused) is stale: removed, nothing
+   * signalled.
+   */
   async #stop(record: AgentRecord): Promise<void> {
     this.#reported.add(record.pid); // stopped on purpose: never reported as gone
-    if (isAlive(record.pid)) {
-      try {
-        process.kill(record.pid, "SIGTERM");
-      } catch {
-        // already gone
-      }
+    if (this.#signal(record, "SIGTERM")) {
       const deadline = Date.now() + 5000;
-      while (isAlive(record.pid) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 25));
-      if (isAlive(record.pid)) {
-        try {
-          process.kill(record.pid, "SIGKILL");
-        } catch {
-          // already gone
-        }
-      }
+      while (this.#runs(record) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 25));
+      this.#signal(record, "SIGKILL");
       this.#logger?.info({ target: record.targetId, pid: record.pid }, "stopped a process agent");
+    } else {
+      this.#logger?.info(
+        { target: record.targetId, pid: record.pid },
+        "removed a stale process agent record (its process is gone; the pid was not signalled)",
+      );
     }
     const file = `${this.#file(record.targetId)}.json`;
-    if (this.#read(file)?.pid === record.pid) rmSync(file, { force: true });
+    const current = this.#read(file);
+    if (current?.pid === record.pid && current.startTime === record.startTime) rmSync(file, { force: true });
     this.#reported.delete(record.pid);
   }
 
@@ -288,14 +324,39 @@ export class ProcessAgentProvisioner implements AgentProvisioner {
     return this.#read(`${this.#file(targetId)}.json`);
   }
 
+  /**
+   * The record in `path`. One that does not parse or lacks a field (an older format
+   * without `startTime` included) names no process it could be checked against: it reads
+   * as a record of a gone agent, so it is replaced and never signalled.
+   */
   #read(path: string): AgentRecord | undefined {
     if (!existsSync(path)) return undefined;
+    let r: Partial<AgentRecord>;
     try {
-      return JSON.parse(readFileSync(path, "utf8")) as AgentRecord;
+      r = JSON.parse(readFileSync(path, "utf8")) as Partial<AgentRecord>;
     } catch {
       return undefined;
     }
+    if (typeof r !== "object" || r === null || typeof r.targetId !== "string") return undefined;
+    return {
+      targetId: r.targetId,
+      pid: Number.isInteger(r.pid) && r.pid! > 0 ? r.pid! : 0,
+      startTime: typeof r.startTime === "string" ? r.startTime : "",
+      port: typeof r.port === "number" ? r.port : 0,
+      host: typeof r.host === "string" ? r.host : this.#o.host,
+      podName: typeof r.podName === "string" ? r.podName : "",
+      secretHash: typeof r.secretHash === "string" ? r.secretHash : "",
+    };
   }
+}
+
+function stateDirOf(o: ProcessAgentProvisionerOptions): string {
+  if (o.stateDir !== undefined) return preparePrivateDirs(o.stateDir);
+  const root = defaultAgentStateDir();
+  if (o.stateSubdir === undefined) return preparePrivateDirs(root);
+  if (!/^[A-Za-z0-9._-]+$/.test(o.stateSubdir) || /^\.+$/.test(o.stateSubdir))
+    throw new OptionError("stateSubdir", `must be one path segment, got ${JSON.stringify(o.stateSubdir)}`);
+  return preparePrivateDirs(root, join(root, o.stateSubdir));
 }
 
 /** The agent of this repository: tsx on the source when running from source, node on dist otherwise. */
@@ -326,15 +387,6 @@ function defaultAppPorts(pod: V1Pod, container: string, offset: number | undefin
 
 function baseUrl(r: AgentRecord): string {
   return `ws://${r.host.includes(":") ? `[${r.host}]` : r.host}:${r.port}`;
-}
-
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === "EPERM";
-  }
 }
 
 async function healthy(r: AgentRecord): Promise<boolean> {

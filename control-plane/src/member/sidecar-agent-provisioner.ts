@@ -121,7 +121,22 @@ export class SidecarAgentProvisioner implements AgentProvisioner {
         pod,
         baseUrl: `${this.#scheme}://${hostForUrl(pod.status!.podIP!)}:${this.#agentPort}`,
       }));
-    if (agents.length > 0) return { agents };
+    // Ready only once every pod of the target runs this agent: until the rollout has replaced
+    // the last pod without it, some of the traffic the session must see still reaches the app.
+    const without = resolved.pods.filter(
+      (p) => !(hasSidecar(p.spec) && p.metadata?.annotations?.[SECRET_HASH_ANNOTATION] === secretHash),
+    ).length;
+    if (agents.length > 0 && without === 0) return { agents };
+    if (agents.length > 0)
+      return {
+        agents: [],
+        waiting: {
+          reason: "AgentStarting",
+          message:
+            `rollout in progress: ${resolved.pods.length - without} of ${resolved.pods.length} pods of ` +
+            `${target.kind} ${target.name} run the agent sidecar; Ready when every pod does`,
+        },
+      };
     return resolved.readyPods.length === 0 && resolved.pods.length === 0
       ? { agents, waiting: { reason: "NoReadyPod", message: `${target.kind} ${target.name} has no pods` } }
       : {

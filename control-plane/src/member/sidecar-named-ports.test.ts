@@ -33,8 +33,8 @@ describe("named targetPorts", () => {
     const named = new Set(["http", "admin"]);
     expect(needsRedirect(template(), "app", named)).toBe(false);
     const t = injectSidecar(template(), "app", HASH, settings, named);
-    expect(t.spec!.initContainers).toBeUndefined();
-    const agent = t.spec!.containers.find((c) => c.name === AGENT_CONTAINER)!;
+    expect(t.spec!.initContainers!.map((c) => c.name)).toEqual([AGENT_CONTAINER]); // no redirect
+    const agent = t.spec!.initContainers!.find((c) => c.name === AGENT_CONTAINER)!;
     expect(agent.ports).toEqual([
       { name: "sy-agent", containerPort: 9440, protocol: "TCP" },
       { name: "http", containerPort: 15100, protocol: "TCP" },

@@ -54,7 +54,7 @@ describe("sidecar pod template", () => {
     });
     expect(canonicalJson(original)).toBe(before); // input not mutated
     expect(patched.spec!.containers[0]).toEqual(original.spec!.containers[0]);
-    const agent = patched.spec!.containers.find((c) => c.name === AGENT_CONTAINER)!;
+    const agent = patched.spec!.initContainers!.find((c) => c.name === AGENT_CONTAINER)!;
     expect(agent.command).toEqual(["node"]);
     expect(agent.args).toEqual([
       "dist/data-plane/agent/src/main.js",
@@ -63,14 +63,49 @@ describe("sidecar pod template", () => {
       `--secret-hash=${HASH}`,
       "--app-port=8080:15101",
       "--app-port=8081:15102",
+      "--target-env-prefix=SWITCHYARD_TARGET_ENV_",
+      "--target-root=/var/run/switchyard/target",
     ]);
     const init = patched.spec!.initContainers!.find((c) => c.name === REDIRECT_CONTAINER)!;
     expect(init.image).toBe("switchyard/iptables:1");
     expect(init.command![2]).toContain("--dport 8080 -j REDIRECT --to-ports 15101");
-    expect(init.securityContext?.capabilities?.add).toContain("NET_ADMIN");
+    expect(init.securityContext).toEqual({
+      runAsUser: 0,
+      runAsNonRoot: false,
+      allowPrivilegeEscalation: false,
+      capabilities: { drop: ["ALL"], add: ["NET_ADMIN", "NET_RAW"] },
+    });
+    // A native sidecar after the redirect: started (and probed) before the app, stopped after it.
+    expect(patched.spec!.initContainers!.map((c) => c.name)).toEqual([REDIRECT_CONTAINER, AGENT_CONTAINER]);
+    expect(agent.restartPolicy).toBe("Always");
+    expect(agent.startupProbe?.tcpSocket?.port).toBe(9440);
+    expect(patched.spec!.containers.map((c) => c.name)).toEqual(original.spec!.containers.map((c) => c.name));
     expect(hasSidecar(patched.spec)).toBe(true);
     expect(sidecarSecretHash(patched)).toBe(HASH);
     expect(patched.metadata!.annotations![SECRET_HASH_ANNOTATION]).toBe(HASH);
+  });
+
+  it("runs the agent without privilege: non-root, read-only root, no capabilities, RuntimeDefault seccomp", () => {
+    const patched = injectSidecar(template(), "app", HASH, {
+      agentImage: "a:1",
+      redirectImage: "r:1",
+      agentTlsSecret: "agent-tls",
+    });
+    const agent = patched.spec!.initContainers!.find((c) => c.name === AGENT_CONTAINER)!;
+    expect(agent.securityContext).toEqual({
+      runAsNonRoot: true,
+      allowPrivilegeEscalation: false,
+      readOnlyRootFilesystem: true,
+      capabilities: { drop: ["ALL"] },
+      seccompProfile: { type: "RuntimeDefault" },
+    });
+    // It writes nothing: the only mount is its TLS Secret, read-only.
+    expect(agent.volumeMounts).toEqual([expect.objectContaining({ readOnly: true })]);
+    // Each template gets its own object (a shared one would leak edits between templates).
+    const other = injectSidecar(template(), "app", HASH, { agentImage: "a:1", redirectImage: "r:1" });
+    expect(other.spec!.initContainers!.find((c) => c.name === AGENT_CONTAINER)!.securityContext).not.toBe(
+      agent.securityContext,
+    );
   });
 
   it("stripSidecar undoes injectSidecar exactly", () => {
@@ -83,7 +118,7 @@ describe("sidecar pod template", () => {
   it("adds no redirect when the container has no TCP ports", () => {
     const t: V1PodTemplateSpec = { spec: { containers: [{ name: "worker", image: "w:1" }] } };
     const patched = injectSidecar(t, "worker", HASH, { agentImage: "a:1", redirectImage: "r:1" });
-    expect(patched.spec!.initContainers).toBeUndefined();
+    expect(patched.spec!.initContainers!.map((c) => c.name)).toEqual([AGENT_CONTAINER]); // no redirect
     expect(redirectScript([])).not.toContain("REDIRECT");
   });
 

@@ -10,10 +10,11 @@
 // Service's endpoints point at the agent with no privilege (and no init container).
 // The original template is kept in an annotation so it can be put back exactly.
 import { createHash } from "node:crypto";
-import type { V1Container, V1PodSpec, V1PodTemplateSpec } from "@kubernetes/client-node";
+import type { V1Container, V1PodSpec, V1PodTemplateSpec, V1SecurityContext } from "@kubernetes/client-node";
 import { OptionError } from "../../../lib/option-error.js";
 import { GROUP } from "../../../proto/api/v1alpha1/index.js";
 import { COMPONENT_MAIN, PRODUCT_IMAGE_COMMAND } from "../../../proto/product-image.js";
+import { agentTargetView } from "./sidecar-target-view.js";
 
 export const AGENT_CONTAINER = "switchyard-agent";
 export const REDIRECT_CONTAINER = "switchyard-redirect";
@@ -26,6 +27,23 @@ export const ORIGINAL_TEMPLATE_ANNOTATION = `${GROUP}/original-pod-template`;
 export const PATCHED_TEMPLATE_ANNOTATION = `${GROUP}/patched-pod-template-sha256`;
 /** On the pod template: the agent secret hash this sidecar accepts. */
 export const SECRET_HASH_ANNOTATION = `${GROUP}/agent-secret-sha256`;
+
+/**
+ * The agent needs no privilege: it listens on unprivileged ports, reads the target's env from
+ * its own (copied) env and the target's volumes and its TLS files from read-only mounts, and
+ * writes nothing but its log to stdout,
+ * so it fits PodSecurity `restricted` (the image's numeric USER satisfies runAsNonRoot).
+ * A fresh object per call: templates are edited and compared as plain data.
+ */
+function agentSecurityContext(): V1SecurityContext {
+  return {
+    runAsNonRoot: true,
+    allowPrivilegeEscalation: false,
+    readOnlyRootFilesystem: true,
+    capabilities: { drop: ["ALL"] },
+    seccompProfile: { type: "RuntimeDefault" },
+  };
+}
 
 export interface SidecarSettings {
   /** Agent image (the data-plane/agent build). */
@@ -69,8 +87,16 @@ export function templateHash(template: V1PodTemplateSpec | undefined): string {
     .digest("hex");
 }
 
+/** The agent container of a pod spec: a native sidecar, or (templates patched before) a regular container. */
+function agentContainer(spec: V1PodSpec | undefined): V1Container | undefined {
+  return (
+    spec?.initContainers?.find((c) => c.name === AGENT_CONTAINER) ??
+    spec?.containers.find((c) => c.name === AGENT_CONTAINER)
+  );
+}
+
 export function hasSidecar(spec: V1PodSpec | undefined): boolean {
-  return (spec?.containers ?? []).some((c) => c.name === AGENT_CONTAINER);
+  return agentContainer(spec) !== undefined;
 }
 
 /** Secret hash the template's sidecar accepts, if it has one. */
@@ -155,6 +181,8 @@ export function redirectScript(mappings: readonly PortMapping[]): string {
 /**
  * A copy of `template` with the agent container added, and the redirect init container for
  * the ports not taken by name (`namedPorts`: the named targetPorts of the Services in front).
+ * The agent container carries copies of the target's env and volume mounts
+ * (sidecar-target-view.ts), so it serves env and files with no API access.
  */
 export function injectSidecar(
   template: V1PodTemplateSpec,
@@ -166,6 +194,7 @@ export function injectSidecar(
   const copy = structuredClone(template);
   const spec = copy.spec!;
   const agentPort = settings.agentPort ?? 9440;
+  const targetView = agentTargetView(spec, container);
   const { byName, redirected } = splitMappings(
     spec,
     container,
@@ -191,11 +220,14 @@ export function injectSidecar(
       `--container=${container}`,
       `--secret-hash=${secretHash}`,
       ...mappings.map((m) => `--app-port=${m.appPort}:${m.listenPort}`),
+      ...targetView.args,
       ...(settings.agentTlsSecret
         ? [`--tls-cert=${AGENT_TLS_MOUNT}/tls.crt`, `--tls-key=${AGENT_TLS_MOUNT}/tls.key`]
         : []),
     ],
+    ...(targetView.envFrom.length > 0 ? { envFrom: targetView.envFrom } : {}),
     env: [
+      ...targetView.env,
       { name: "POD_NAMESPACE", valueFrom: { fieldRef: { fieldPath: "metadata.namespace" } } },
       { name: "POD_NAME", valueFrom: { fieldRef: { fieldPath: "metadata.name" } } },
     ],
@@ -203,11 +235,25 @@ export function injectSidecar(
       { name: "sy-agent", containerPort: agentPort, protocol: "TCP" },
       ...byName.map((m) => ({ name: m.name, containerPort: m.listenPort, protocol: "TCP" })),
     ],
-    ...(settings.agentTlsSecret
-      ? { volumeMounts: [{ name: AGENT_TLS_VOLUME, mountPath: AGENT_TLS_MOUNT, readOnly: true }] }
+    ...(settings.agentTlsSecret || targetView.volumeMounts.length > 0
+      ? {
+          volumeMounts: [
+            ...(settings.agentTlsSecret
+              ? [{ name: AGENT_TLS_VOLUME, mountPath: AGENT_TLS_MOUNT, readOnly: true }]
+              : []),
+            ...targetView.volumeMounts,
+          ],
+        }
       : {}),
+    securityContext: agentSecurityContext(),
+    // A native sidecar (an init container that keeps running): the kubelet starts it, and
+    // waits for its startup probe, before the app — so redirected ports are served from the
+    // app's first request — and stops it only after the app has exited, so a terminating
+    // pod that kube-proxy still sends traffic to never refuses it for want of an agent.
+    restartPolicy: "Always",
+    startupProbe: { tcpSocket: { port: agentPort }, periodSeconds: 1, failureThreshold: 60 },
   };
-  spec.containers = [...spec.containers, agent];
+  // After the redirect init container (appended below), which must finish first.
   if (settings.agentTlsSecret) {
     spec.volumes = [
       ...(spec.volumes ?? []),
@@ -225,10 +271,16 @@ export function injectSidecar(
       image: settings.redirectImage,
       ...pullPolicy,
       command: ["sh", "-c", redirectScript(redirected)],
-      securityContext: { runAsUser: 0, runAsNonRoot: false, capabilities: { add: ["NET_ADMIN", "NET_RAW"] } },
+      securityContext: {
+        runAsUser: 0,
+        runAsNonRoot: false,
+        allowPrivilegeEscalation: false,
+        capabilities: { drop: ["ALL"], add: ["NET_ADMIN", "NET_RAW"] },
+      },
     };
     spec.initContainers = [...(spec.initContainers ?? []), redirect];
   }
+  spec.initContainers = [...(spec.initContainers ?? []), agent];
   copy.metadata = {
     ...copy.metadata,
     annotations: { ...(copy.metadata?.annotations ?? {}), [SECRET_HASH_ANNOTATION]: secretHash },
@@ -243,7 +295,9 @@ export function stripSidecar(template: V1PodTemplateSpec): V1PodTemplateSpec {
   restorePortNames(spec);
   spec.containers = spec.containers.filter((c) => c.name !== AGENT_CONTAINER);
   if (spec.initContainers) {
-    spec.initContainers = spec.initContainers.filter((c) => c.name !== REDIRECT_CONTAINER);
+    spec.initContainers = spec.initContainers.filter(
+      (c) => c.name !== REDIRECT_CONTAINER && c.name !== AGENT_CONTAINER,
+    );
     if (spec.initContainers.length === 0) delete spec.initContainers;
   }
   if (spec.volumes) {
@@ -260,7 +314,7 @@ export function stripSidecar(template: V1PodTemplateSpec): V1PodTemplateSpec {
 
 /** Gives the app's ports back the names the agent took (read from the agent's ports and args). */
 function restorePortNames(spec: V1PodSpec): void {
-  const agent = spec.containers.find((c) => c.name === AGENT_CONTAINER);
+  const agent = agentContainer(spec);
   if (!agent) return;
   const arg = (prefix: string) =>
     (agent.args ?? []).filter((a) => a.startsWith(prefix)).map((a) => a.slice(prefix.length));

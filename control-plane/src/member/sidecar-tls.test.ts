@@ -24,7 +24,7 @@ const settings = { agentImage: "agent:1", redirectImage: "iptables:1" };
 describe("agent TLS in the sidecar", () => {
   it("mounts the Secret read-only and serves wss:// with it; strip removes exactly that", () => {
     const t = injectSidecar(base(), "app", HASH, { ...settings, agentTlsSecret: "agent-tls" });
-    const agent = t.spec!.containers.find((c) => c.name === AGENT_CONTAINER)!;
+    const agent = t.spec!.initContainers!.find((c) => c.name === AGENT_CONTAINER)!;
     expect(agent.args).toEqual(
       expect.arrayContaining([
         `--tls-cert=${AGENT_TLS_MOUNT}/tls.crt`,
@@ -43,7 +43,7 @@ describe("agent TLS in the sidecar", () => {
 
   it("without a Secret the agent serves plaintext and the pod gets no volume", () => {
     const t = injectSidecar(base(), "app", HASH, settings);
-    const agent = t.spec!.containers.find((c) => c.name === AGENT_CONTAINER)!;
+    const agent = t.spec!.initContainers!.find((c) => c.name === AGENT_CONTAINER)!;
     expect(agent.args!.some((a) => a.startsWith("--tls-"))).toBe(false);
     expect(agent.volumeMounts).toBeUndefined();
     expect(t.spec!.volumes).toEqual([{ name: "data", emptyDir: {} }]);

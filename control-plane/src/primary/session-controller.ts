@@ -141,7 +141,8 @@ export class SessionController {
     const store = new ChildSecretStore(this.options.primaryKubeConfig);
     const routes: SessionRoute[] = [];
     for (const p of parents) {
-      if (p.status?.phase !== "Ready" || p.metadata.deletionTimestamp) continue;
+      if ((p.status?.phase !== "Ready" && p.status?.phase !== "Pending") || p.metadata.deletionTimestamp)
+        continue;
       try {
         const secrets = await store.get(p.metadata.namespace!, p.metadata.name!);
         const route = buildSessionRoute(

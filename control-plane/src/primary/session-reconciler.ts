@@ -195,7 +195,7 @@ export class SessionReconciler implements Reconciler {
     return { observed, removed };
   }
 
-  /** Only Ready parents are routed; anything else is taken out of the routers' table. */
+  /** Ready and Pending parents are routed (session-route.ts); anything else is taken out of the routers' table. */
   private publish(parent: MultiClusterSession, secrets: Record<string, string>): void {
     const route = buildSessionRoute(
       parent,

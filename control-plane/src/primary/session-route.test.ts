@@ -5,7 +5,7 @@ import { validateSessionRoute } from "../route-discovery/index.js";
 import { ChildSecretMissingError } from "./session-errors.js";
 import { buildSessionRoute } from "./session-route.js";
 
-function parent(phase: "Ready" | "Pending"): MultiClusterSession {
+function parent(phase: "Ready" | "Pending" | "Initializing" | "Failed"): MultiClusterSession {
   return {
     apiVersion: "switchyard.dev/v1alpha1",
     kind: "MultiClusterSession",
@@ -44,8 +44,22 @@ describe("buildSessionRoute", () => {
     ]);
   });
 
-  it("routes nothing for a session that is not Ready or is being deleted", () => {
-    expect(buildSessionRoute(parent("Pending"), { east: "se", west: "sw" })).toBeUndefined();
+  it("keeps a Pending session routed to its ready children, and CREATING when none is ready", () => {
+    const partial = buildSessionRoute(parent("Pending"), { east: "se", west: "sw" })!;
+    validateSessionRoute(partial);
+    expect(partial.state).toBe(SessionState.READY);
+    expect(partial.upstreams.map((u) => u.cluster)).toEqual(["east", "west"]);
+    const none = parent("Pending");
+    for (const c of Object.values(none.status!.children!)) c.ready = false;
+    const creating = buildSessionRoute(none, {})!;
+    validateSessionRoute(creating);
+    expect(creating.state).toBe(SessionState.CREATING);
+    expect(creating.upstreams).toEqual([]);
+  });
+
+  it("routes nothing for a session that is Initializing, Failed or being deleted", () => {
+    expect(buildSessionRoute(parent("Initializing"), { east: "se", west: "sw" })).toBeUndefined();
+    expect(buildSessionRoute(parent("Failed"), { east: "se", west: "sw" })).toBeUndefined();
     const deleting = parent("Ready");
     deleting.metadata.deletionTimestamp = new Date();
     expect(buildSessionRoute(deleting, { east: "se", west: "sw" })).toBeUndefined();

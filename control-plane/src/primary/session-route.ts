@@ -18,15 +18,23 @@ export interface SessionRouteOptions {
   gatewayCaPem?: string;
 }
 
-/** The table of a Ready parent, or undefined when the session must not be routed (not Ready). */
+/**
+ * The table of a parent that is routed: Ready, or Pending — a Ready session whose child went
+ * back to not ready (an agent restarting, a readiness blip, a rollout) keeps its route with the
+ * children that are still ready, so that connected clients stay attached and a client that
+ * reconnects meanwhile is not told the session is gone; with no child ready the route is
+ * CREATING (routers answer "retry"). Undefined (not routed) otherwise: Initializing, Failed,
+ * being deleted.
+ */
 export function buildSessionRoute(
   parent: MultiClusterSession,
   childSecrets: Readonly<Record<string, string>>,
   options: SessionRouteOptions = {},
 ): SessionRoute | undefined {
-  if (parent.status?.phase !== "Ready" || parent.metadata.deletionTimestamp) return undefined;
+  const phase = parent.status?.phase;
+  if ((phase !== "Ready" && phase !== "Pending") || parent.metadata.deletionTimestamp) return undefined;
   const name = parent.metadata.name!;
-  const upstreams = Object.entries(parent.status.children ?? {})
+  const upstreams = Object.entries(parent.status!.children ?? {})
     .filter(([, c]) => c.ready && c.gateway)
     .sort(([a], [b]) => a.localeCompare(b))
     .map(([cluster, c]) => {
@@ -44,7 +52,7 @@ export function buildSessionRoute(
   return create(SessionRouteSchema, {
     sessionId: name,
     clientKeyHash: parent.spec.clientKeyHash,
-    state: SessionState.READY,
+    state: upstreams.length > 0 ? SessionState.READY : SessionState.CREATING,
     upstreams,
   });
 }

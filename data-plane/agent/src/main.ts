@@ -1,21 +1,24 @@
 // The agent process: parses flags (each also an environment variable
 // SWITCHYARD_AGENT_<FLAG>), builds the AgentServer for one target and runs until
-// SIGTERM/SIGINT. As a sidecar it reads its pod from POD_NAMESPACE/POD_NAME (downward
-// API) with the in-cluster ServiceAccount; as a local process it takes --pod and
-// --kubeconfig. Target ports: `--app-port 8080` (agent accepts on 8080 and forwards to
-// the app on 8080 of --app-host: sidecar with redirected traffic or an app on another
-// host) or `--app-port 8080:18080` (subscriptions name 8080, the app listens on 8080,
-// the agent accepts that port's traffic on 18080: process mode beside a local app).
+// SIGTERM/SIGINT. As a sidecar it serves its target's env and files from the pod itself
+// (--target-env-prefix, --target-root, --target-mount: what the sidecar template copies
+// into the agent container) and makes no API call for them; as a local process it reads
+// them through the API (--pod and --kubeconfig). Target ports: `--app-port 8080` (agent
+// accepts on 8080 and forwards to the app on 8080 of --app-host: sidecar with redirected
+// traffic or an app on another host) or `--app-port 8080:18080` (subscriptions name 8080,
+// the app listens on 8080, the agent accepts that port's traffic on 18080: process mode
+// beside a local app).
 import { createServer } from "node:http";
 import { readFileSync } from "node:fs";
 import { Command, Option } from "commander";
-import { KubeConfig } from "@kubernetes/client-node";
+import type { KubeConfig } from "@kubernetes/client-node";
 import { pino } from "pino";
 import { OptionError } from "../../../lib/option-error.js";
 import { AgentServer, type TargetPort } from "./agent-server.js";
-import { ApiSources } from "./target/api-sources.js";
+import { PodEnv } from "./target/pod-env.js";
+import { PodFiles } from "./target/pod-files.js";
 import { SessionSecrets } from "./session-secrets.js";
-import { TargetView, type TargetRef } from "./target/target-view.js";
+import { TargetView, type PodSources, type TargetRef } from "./target/target-view.js";
 
 interface Flags {
   listen: string;
@@ -26,6 +29,9 @@ interface Flags {
   pod?: string;
   container?: string;
   sharedVolume: string[];
+  targetEnvPrefix?: string;
+  targetRoot?: string;
+  targetMount: string[];
   outboundBind?: string;
   secretHash: string[];
   secretsFile?: string;
@@ -45,6 +51,25 @@ const collect = (value: string, previous: string[] = []) => [
     .map((s) => s.trim())
     .filter(Boolean),
 ];
+
+/** One path per flag: a mount path may contain a comma, so only newlines separate (env var). */
+const collectPaths = (value: string, previous: string[] = []) => [
+  ...previous,
+  ...value.split("\n").filter((s) => s.trim() !== ""),
+];
+
+/** Sidecar mode: the parts of the target served from the pod itself (each given flag turns one on). */
+function podSources(f: Flags): PodSources {
+  if (f.targetMount.length > 0 && f.targetRoot === undefined)
+    throw new OptionError(
+      "--target-mount",
+      "needs --target-root (where the agent container mounts the target's volumes)",
+    );
+  return {
+    ...(f.targetEnvPrefix !== undefined ? { env: new PodEnv(f.targetEnvPrefix) } : {}),
+    ...(f.targetRoot !== undefined ? { files: new PodFiles(f.targetRoot, f.targetMount) } : {}),
+  };
+}
 
 function parseHostPort(flag: string, raw: string): { host: string; port: number } {
   const i = raw.lastIndexOf(":");
@@ -92,8 +117,19 @@ function targetRef(f: Flags): TargetRef | undefined {
   };
 }
 
-function kubeConfig(f: Flags): KubeConfig {
-  const kc = new KubeConfig();
+/**
+ * The API client is loaded only when the agent reads its target through the API (process mode):
+ * a sidecar never does, and @kubernetes/client-node costs it about 400 ms of start-up and 80 MiB.
+ */
+async function apiSources(f: Flags) {
+  const [{ KubeConfig: Config }, { ApiSources }] = await Promise.all([
+    import("@kubernetes/client-node"),
+    import("./target/api-sources.js"),
+  ]);
+  return new ApiSources(kubeConfig(f, new Config()));
+}
+
+function kubeConfig(f: Flags, kc: KubeConfig): KubeConfig {
   if (f.kubeconfig) kc.loadFromFile(f.kubeconfig);
   else if (process.env.KUBERNETES_SERVICE_HOST) kc.loadFromCluster();
   else kc.loadFromDefault();
@@ -147,6 +183,27 @@ async function main(): Promise<void> {
       )
         .env(env("SHARED_VOLUME"))
         .argParser(collect)
+        .default([]),
+    )
+    .addOption(
+      new Option(
+        "--target-env-prefix <prefix>",
+        "sidecar: serve the target's env from this process's variables with this prefix (stripped), plus its service-link variables; no API call",
+      ).env(env("TARGET_ENV_PREFIX")),
+    )
+    .addOption(
+      new Option(
+        "--target-root <path>",
+        "sidecar: serve the target's files from its volumes mounted at <path><mount path>; no API call",
+      ).env(env("TARGET_ROOT")),
+    )
+    .addOption(
+      new Option(
+        "--target-mount <path>",
+        "sidecar: a mount path of the target container, mounted below --target-root; repeatable (newline-separated in the env var)",
+      )
+        .env(env("TARGET_MOUNT"))
+        .argParser(collectPaths)
         .default([]),
     )
     .addOption(
@@ -212,7 +269,10 @@ async function main(): Promise<void> {
   });
   await secrets.load();
   const ref = targetRef(f);
-  const view = new TargetView(ref ? new ApiSources(kubeConfig(f)) : undefined, ref);
+  const fromPod = podSources(f);
+  // A sidecar given both parts makes no API call at all (its ServiceAccount is the app's).
+  const needsApi = ref !== undefined && !(fromPod.env && fromPod.files);
+  const view = new TargetView(needsApi ? await apiSources(f) : undefined, ref, undefined, fromPod);
   const { host, port } = parseHostPort("listen", f.listen);
   const server = new AgentServer({
     host,
@@ -245,7 +305,13 @@ async function main(): Promise<void> {
     abort.signal.addEventListener("abort", () => metricsServer.close(), { once: true });
   }
   log.info(
-    { pod: ref ? `${ref.namespace}/${ref.name}` : undefined, ports, outboundBind: f.outboundBind },
+    {
+      pod: ref ? `${ref.namespace}/${ref.name}` : undefined,
+      env: fromPod.env ? "pod" : ref ? "api" : "none",
+      files: fromPod.files ? "pod" : ref ? "api" : "none",
+      ports,
+      outboundBind: f.outboundBind,
+    },
     "agent starting",
   );
   await server.start(abort.signal);

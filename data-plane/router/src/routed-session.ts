@@ -218,6 +218,7 @@ export class RoutedSession {
         url: u.url,
         secret: u.secret,
         caPem: u.caPem,
+        serverName: u.serverName,
         isDefault: u.isDefault,
         limits: this.limits.flow,
         maxPayloadBytes: this.limits.maxPayloadBytes,
@@ -260,7 +261,14 @@ export class RoutedSession {
     for (const link of [...this.routing.upstreams()]) {
       const u = wanted.get(link.cluster);
       const o = link.opts;
-      if (u && u.url === o.url && u.secret === o.secret && u.caPem === o.caPem && u.isDefault === o.isDefault)
+      if (
+        u &&
+        u.url === o.url &&
+        u.secret === o.secret &&
+        u.caPem === o.caPem &&
+        u.serverName === o.serverName &&
+        u.isDefault === o.isDefault
+      )
         continue;
       link.close("upstream removed from the route");
       const closed = this.routing.detach(link, "upstream removed from the route");

@@ -12,9 +12,18 @@ import { RouteTableError } from "./router-errors.js";
 import { RoutingTable } from "./routing-table.js";
 import { parseStaticRoutes } from "./static-routes.js";
 
+interface UpstreamInit {
+  cluster: string;
+  url: string;
+  secret: string;
+  isDefault: boolean;
+  caPem?: string;
+  serverName?: string;
+}
+
 function route(
   id: string,
-  upstreams = [{ cluster: "east", url: "ws://127.0.0.1:1/x", secret: "s", isDefault: true }],
+  upstreams: UpstreamInit[] = [{ cluster: "east", url: "ws://127.0.0.1:1/x", secret: "s", isDefault: true }],
 ): SessionRoute {
   return create(SessionRouteSchema, {
     sessionId: id,
@@ -62,6 +71,16 @@ describe("RoutingTable", () => {
       { upserts: [route("x", [{ cluster: "east", url: "http://h/x", secret: "s", isDefault: true }])] },
     ],
     ["a duplicate session", { upserts: [route("x"), route("x")] }],
+    ...["10.0.0.7", "Switchyard_Agent", "-agent", "a..b"].map((serverName): [string, object] => [
+      `server_name ${serverName}`,
+      {
+        upserts: [
+          route("x", [
+            { cluster: "east", url: "wss://10.0.0.7:9440/x", secret: "s", isDefault: true, serverName },
+          ]),
+        ],
+      },
+    ]),
   ])("rejects %s and keeps the last good table", (_name, patch) => {
     const t = new RoutingTable();
     t.apply({ fullResync: true, upserts: [route("a")], removes: [], version: "1" });
@@ -69,6 +88,23 @@ describe("RoutingTable", () => {
     expect(() => t.apply(delta as never)).toThrow(RouteTableError);
     expect(t.version).toBe("1");
     expect(t.get("a")).toBeDefined();
+  });
+
+  it("accepts a DNS server_name and reports a change of it (or of ca_pem) as a changed route", () => {
+    const t = new RoutingTable();
+    const changed: string[][] = [];
+    t.onChange((c) => changed.push(c.upserted.map((r) => r.sessionId)));
+    const agent = (serverName: string, caPem = "") =>
+      route("a", [
+        { cluster: "pod-a", url: "wss://10.0.0.7:9440/x", secret: "s", isDefault: true, caPem, serverName },
+      ]);
+    t.apply({ fullResync: true, upserts: [agent("switchyard-agent")], removes: [], version: "1" });
+    t.apply({ fullResync: true, upserts: [agent("switchyard-agent")], removes: [], version: "2" });
+    t.apply({ fullResync: true, upserts: [agent("agent.example.com")], removes: [], version: "3" });
+    t.apply({ fullResync: true, upserts: [agent("agent.example.com", "CA")], removes: [], version: "4" });
+    expect(changed).toEqual([["a"], ["a"], ["a"]]);
+    expect(t.get("a")!.upstreams[0]!.serverName).toBe("agent.example.com");
+    expect(JSON.stringify(t.redacted())).toContain('"serverName":"agent.example.com"');
   });
 
   it("redacts secrets and hashes", () => {
@@ -98,6 +134,11 @@ describe("RoutingTable", () => {
     const t = new RoutingTable();
     t.apply(delta);
     expect(t.get("s1")?.upstreams[0]?.cluster).toBe("east");
+    expect(t.get("s1")?.upstreams[0]?.serverName).toBe("");
+    const named = parseStaticRoutes(
+      yaml.replace("isDefault: true", "isDefault: true, serverName: switchyard-agent"),
+    );
+    expect(named.upserts[0]!.upstreams[0]!.serverName).toBe("switchyard-agent");
     expect(() => parseStaticRoutes("routes: 5")).toThrow(RouteTableError);
   });
 });

@@ -3,6 +3,7 @@
 // seam of route-discovery-client.ts: a delta is validated as a whole and either applied
 // atomically or rejected with a RouteTableError (which the discovery client NACKs), so the
 // router keeps serving its last good table. Listeners learn which sessions changed.
+import { isIP } from "node:net";
 import type { SessionRoute } from "../../../proto/gen/route_discovery_pb.js";
 import { SessionState } from "../../../proto/gen/route_discovery_pb.js";
 import { isSecretHash } from "../../../proto/session-auth.js";
@@ -21,6 +22,9 @@ export interface RouteChange {
 
 const CLUSTER_RE = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
 const SESSION_RE = /^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$/;
+/** A DNS name a certificate can carry as a SAN (SNI takes no IP address). */
+const DNS_NAME_RE =
+  /^(?=.{1,253}$)[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?(\.[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)*$/;
 
 /** Checks one route; returns what is wrong, or undefined. */
 export function routeProblem(route: SessionRoute): string | undefined {
@@ -47,6 +51,8 @@ export function routeProblem(route: SessionRoute): string | undefined {
     if (url.protocol !== "ws:" && url.protocol !== "wss:")
       return `${where}: upstream ${u.cluster} url must be ws:// or wss://, got ${url.protocol}`;
     if (u.secret.length === 0) return `${where}: upstream ${u.cluster} has no secret`;
+    if (u.serverName !== "" && (isIP(u.serverName) !== 0 || !DNS_NAME_RE.test(u.serverName)))
+      return `${where}: upstream ${u.cluster} server_name ${JSON.stringify(u.serverName)} is not a DNS name (give the name its certificate carries, or "" for the URL's host)`;
     if (u.isDefault) defaults++;
   }
   if (route.state === SessionState.READY) {
@@ -67,7 +73,8 @@ export function sameRoute(a: SessionRoute, b: SessionRoute): boolean {
       u.url === v.url &&
       u.secret === v.secret &&
       u.isDefault === v.isDefault &&
-      u.caPem === v.caPem
+      u.caPem === v.caPem &&
+      u.serverName === v.serverName
     );
   });
 }
@@ -156,6 +163,7 @@ export class RoutingTable implements RouteSink {
           isDefault: u.isDefault,
           secret: "<redacted>",
           caPem: u.caPem ? "<set>" : "",
+          serverName: u.serverName,
         })),
       })),
     };

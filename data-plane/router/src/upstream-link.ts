@@ -39,6 +39,12 @@ export interface UpstreamLinkOptions {
   url: string;
   secret: string;
   caPem: string;
+  /**
+   * Name a wss:// upstream's certificate is verified against (SNI and hostname check)
+   * instead of the URL's host; "" = the URL's host. Agents are dialled by pod IP, which no
+   * certificate issued in advance can name.
+   */
+  serverName: string;
   isDefault: boolean;
   limits: FlowLimits;
   /** Largest payload accepted; the WebSocket itself closes above 4× this. Bytes. */
@@ -122,15 +128,19 @@ export class UpstreamLink {
     if (this.state === "closed") return;
     this.state = "connecting";
     const o = this.opts;
-    const ws = new WebSocket(o.url, {
+    // ws hands its options to tls.connect, which sends `servername` as SNI and checks the
+    // certificate against it instead of the URL's host (@types/ws does not declare it).
+    const options: WebSocket.ClientOptions & { servername?: string } = {
       headers: bearerHeader(o.secret),
       perMessageDeflate: false,
       skipUTF8Validation: true,
       maxPayload: o.maxPayloadBytes * 4 + HEADER_BYTES,
       handshakeTimeout: o.connectTimeoutMs,
       ...(o.caPem ? { ca: o.caPem } : {}),
+      ...(o.serverName ? { servername: o.serverName } : {}),
       ...(o.unmasked ? { generateMask: zeroMask } : {}),
-    });
+    };
+    const ws = new WebSocket(o.url, options);
     this.ws = ws;
     ws.binaryType = "nodebuffer";
     ws.on("upgrade", (res) => {

@@ -114,7 +114,7 @@ describe("the product image: Dockerfile, builder, chart and sidecar agree", () =
       spec: { containers: [{ name: "app", image: "app:1", ports: [{ containerPort: 8080 }] }] },
     };
     const patched = injectSidecar(template, "app", "h", { agentImage: "p:1", redirectImage: "r:1" });
-    const agent = patched.spec!.containers.find((c) => c.name === AGENT_CONTAINER)!;
+    const agent = patched.spec!.initContainers!.find((c) => c.name === AGENT_CONTAINER)!;
     expect(agent.command).toEqual(PRODUCT_IMAGE_COMMAND);
     expect(agent.args?.[0]).toBe(COMPONENT_MAIN.agent);
     expect(patched.spec!.initContainers![0]!.image).toBe("r:1");

@@ -8,7 +8,7 @@ import { existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { ManagedProcess } from "../processes.js";
 import { eventually } from "../../support/poll.js";
-import { hostCommand, type HostCommandResult } from "./host-command.js";
+import type { HostCommandResult } from "./host-command.js";
 import type { NodeNamespaces } from "./node-namespaces.js";
 import type { ImageArchive } from "./oci-image.js";
 
@@ -28,7 +28,12 @@ export interface ContainerdOptions {
 
 export class Containerd {
   private proc: ManagedProcess | undefined;
-  readonly socket: string;
+  /**
+   * The socket as the node's daemons see it, in the node's private /run: a short path, because
+   * a unix socket's path is limited to 107 bytes, which a deep TMPDIR (CI's private one) exceeds.
+   * Every client (kubelet, `ctr`) runs in the node's mount namespace.
+   */
+  readonly socket = "/run/containerd/containerd.sock";
   private readonly root: string;
 
   constructor(
@@ -36,7 +41,6 @@ export class Containerd {
     private readonly opts: ContainerdOptions,
   ) {
     this.root = join(opts.dir, "containerd");
-    this.socket = join(this.root, "containerd.sock");
   }
 
   /** The kubelet's `containerRuntimeEndpoint`. */
@@ -120,7 +124,8 @@ export class Containerd {
     const proc = this.proc;
     await eventually(
       `containerd of node ${this.ns.name}`,
-      async () => existsSync(this.socket) && (await this.ctr(["version"], 5_000)).status === 0,
+      async () =>
+        existsSync(this.ns.hostPath(this.socket)) && (await this.ctr(["version"], 5_000)).status === 0,
       {
         timeoutMs: this.opts.readyTimeoutMs ?? 30_000,
         intervalMs: 100,
@@ -131,7 +136,7 @@ export class Containerd {
 
   /** `ctr` against this containerd, in the k8s.io namespace the CRI plugin uses, with a deadline. */
   ctr(args: string[], timeoutMs = 30_000): Promise<HostCommandResult> {
-    return hostCommand("ctr", ["--address", this.socket, "--namespace", "k8s.io", ...args], {
+    return this.ns.run("ctr", ["--address", this.socket, "--namespace", "k8s.io", ...args], {
       timeoutMs,
       allowFailure: true,
     });

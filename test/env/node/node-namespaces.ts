@@ -106,6 +106,19 @@ export class NodeNamespaces {
     });
   }
 
+  /**
+   * Where a path under one of the node's private directories (/run, /var/lib, /var/log) is on
+   * the host: what the node's daemons see as `inside`.
+   */
+  hostPath(inside: string): string {
+    for (const [target, sub] of Object.entries(PRIVATE_DIRS))
+      if (inside === target || inside.startsWith(`${target}/`))
+        return join(this.dir, "root", sub, inside.slice(target.length));
+    throw new Error(
+      `${inside} is not under a private directory of node ${this.name} (${Object.keys(PRIVATE_DIRS).join(", ")})`,
+    );
+  }
+
   /** Binds the node's own /run, /var/lib and /var/log, and the kubelet's sysctl values, in its mount namespace. */
   async privatiseMounts(): Promise<void> {
     const sysctlDir = join(this.dir, "sysctl");

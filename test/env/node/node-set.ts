@@ -122,12 +122,15 @@ export async function startNodes(set: ClusterSet, options: NodeSetOptions = {}):
       ));
     const sandbox = archive(await pauseImage());
     const extra = (options.images ?? []).map(archive);
-    const block = await pickAddressBlock();
-    names.forEach((name, i) => {
+    // A set started with `nodes: true` planned the addresses (its API server certificates cover
+    // them): node i serves the set's cluster i.
+    const block = set.nodeBlock ?? (await pickAddressBlock());
+    const order = Object.keys(set.clusters);
+    names.forEach((name) => {
       nodes[name] = new TestNode({
         cluster: set.get(name),
         group,
-        addresses: nodeAddresses(block, i + 1),
+        addresses: nodeAddresses(block, order.indexOf(name) + 1),
         bins,
         sandbox,
         images: extra,

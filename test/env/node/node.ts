@@ -229,15 +229,34 @@ export class TestNode {
       ]),
     );
     const onNode = `spec.nodeName=${this.name}`;
-    await Promise.all(
-      namespaces.map((namespace) =>
-        core.deleteCollectionNamespacedPod({ namespace, fieldSelector: onNode, gracePeriodSeconds: 1 }),
-      ),
-    );
+    let remaining: string[] = [];
+    // The controllers go in the background: a ReplicaSet the garbage collector has not removed
+    // yet may still replace a deleted pod, so every pod not yet being deleted is deleted again.
     await eventually(
       `the pods of node ${this.name} to be gone`,
-      async () => (await core.listPodForAllNamespaces({ fieldSelector: onNode })).items.length === 0,
+      async () => {
+        const pods = (await core.listPodForAllNamespaces({ fieldSelector: onNode })).items;
+        const live = new Set(
+          pods.filter((p) => !p.metadata?.deletionTimestamp).map((p) => p.metadata!.namespace!),
+        );
+        await Promise.all(
+          [...live].map((namespace) =>
+            core.deleteCollectionNamespacedPod({ namespace, fieldSelector: onNode, gracePeriodSeconds: 1 }),
+          ),
+        );
+        remaining = pods.map(
+          (p) =>
+            `${p.metadata!.namespace}/${p.metadata!.name} ${p.status?.phase ?? "?"}` +
+            `${p.metadata?.deletionTimestamp ? " terminating" : ""}` +
+            ` [${[...(p.status?.initContainerStatuses ?? []), ...(p.status?.containerStatuses ?? [])]
+              .map((c) => `${c.name}:${Object.keys(c.state ?? {}).join("")}`)
+              .join(" ")}]`,
+        );
+        return pods.length === 0;
+      },
       { timeoutMs, intervalMs: 200 },
-    );
+    ).catch((err: unknown) => {
+      throw new Error(`${(err as Error).message}; left: ${remaining.join(", ")}`);
+    });
   }
 }

@@ -12,11 +12,12 @@ export class AgentProcess {
     this.trafficPorts = (proc.ready.trafficPorts as Record<string, number> | undefined) ?? {};
   }
 
-  static async start(args: string[]): Promise<AgentProcess> {
+  /** @param env variables set over the inherited environment (undefined: unset). */
+  static async start(args: string[], env: Record<string, string | undefined> = {}): Promise<AgentProcess> {
     const proc = await launch({
       name: "agent",
       ...tsx("data-plane/agent/src/main.ts", ["--listen", "127.0.0.1:0", ...args]),
-      env: { KUBERNETES_SERVICE_HOST: "" },
+      env: { KUBERNETES_SERVICE_HOST: "", ...env },
       ready: (p) => p.logs.find((l) => l.msg === "agent listening"),
       readyTimeoutMs: 30_000,
     });

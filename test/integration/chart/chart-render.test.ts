@@ -30,6 +30,8 @@ const { certPem: clientCert, keyPem: clientKey } = await ca.issue({
   usage: "client",
 });
 const jwt = fakeJwt();
+const appVersion = (parseYaml(readFileSync(join(chartDir, "Chart.yaml"), "utf8")) as { appVersion: string })
+  .appVersion;
 const shapes = await valuesShapes();
 
 let helm: Helm;
@@ -286,6 +288,36 @@ const invalid = (): InvalidCase[] => [
     expect: ["/sessions/allowedTargetKinds/0"],
   },
   { name: "schema: empty TLS Secret name", values: { tls: { secretName: "" } }, expect: ["/tls/secretName"] },
+  {
+    name: "agent server name an IP address",
+    values: { tls: { agentSecretName: "agent-tls", agentServerName: "10.0.0.7" } },
+    expect: ['tls.agentServerName: "10.0.0.7" is an IP address'],
+  },
+  {
+    name: "schema: agent server name not a DNS name",
+    values: { tls: { agentServerName: "Switchyard_Agent" } },
+    expect: ["/tls/agentServerName"],
+  },
+  {
+    name: "schema: empty agent server name",
+    values: { tls: { agentServerName: "" } },
+    expect: ["/tls/agentServerName"],
+  },
+  {
+    name: "schema: redirect image digest not sha256",
+    values: { sidecar: { redirectImage: { digest: "latest" } } },
+    expect: ["/sidecar/redirectImage/digest"],
+  },
+  {
+    name: "schema: empty redirect image repository",
+    values: { sidecar: { redirectImage: { repository: "" } } },
+    expect: ["/sidecar/redirectImage/repository"],
+  },
+  {
+    name: "schema: misspelt sidecar field",
+    values: { sidecar: { redirectImages: {} } },
+    expect: ["redirectImages"],
+  },
   {
     name: "schema: isDefault not a boolean",
     values: east({ ...bearer(), isDefault: "yes" }),
@@ -552,6 +584,10 @@ describe("workloads", () => {
       const parsed = parseControlPlaneArgs(args, {});
       expect(parsed.mode).toBe(mode);
       if (mode !== "primary") expect(parsed.agentImage).toMatch(/switchyard/);
+      // Whoever injects sidecars gets the redirect image; a Primary injects none.
+      expect(parsed.redirectImage).toBe(
+        mode === "primary" ? undefined : `ghcr.io/switchyard-dev/switchyard-redirect:${appVersion}`,
+      );
       expect(parsed.routerEndpoint).toMatch(/^wss:\/\//);
     }
   });
@@ -567,15 +603,30 @@ describe("workloads", () => {
     expect(both).toEqual(
       expect.arrayContaining([
         "--agent-tls-secret=agent-tls",
+        "--agent-tls-server-name=switchyard-agent",
         "--agent-ca=/etc/switchyard/tls/ca.crt",
         "--gateway-ca=/etc/switchyard/tls/ca.crt",
       ]),
     );
     expect(parseControlPlaneArgs(both.slice(1).map(local), {})).toMatchObject({
       agentTlsSecret: "agent-tls",
+      agentTlsServerName: "switchyard-agent",
       agentCaPem: "ca.crt",
       gatewayCaPem: "ca.crt",
     });
+    // The name agent certificates carry is the operator's to choose.
+    const named = containerArgs(
+      await helm.template({ tls: { agentSecretName: "agent-tls", agentServerName: "agent.shop.svc" } }),
+      "switchyard-control-plane",
+    );
+    expect(named).toContain("--agent-tls-server-name=agent.shop.svc");
+    expect(parseControlPlaneArgs(named.slice(1).map(local), {}).agentTlsServerName).toBe("agent.shop.svc");
+    // Without an agent Secret agents serve ws://: no server name (the control plane would refuse one).
+    const plain = containerArgs(
+      await helm.template({ tls: { agentServerName: "agent.shop.svc" } }),
+      "switchyard-control-plane",
+    );
+    expect(plain.filter((a) => a.startsWith("--agent-tls-server-name="))).toEqual([]);
     // A member routes to no gateway: gatewayCa renders nothing there. Default: plaintext agents.
     const member = containerArgs(
       await helm.template({
@@ -585,8 +636,42 @@ describe("workloads", () => {
       }),
       "switchyard-control-plane",
     );
-    expect(member.filter((a) => /^--(agent-tls-secret|agent-ca|gateway-ca)=/.test(a))).toEqual([]);
+    expect(
+      member.filter((a) => /^--(agent-tls-secret|agent-tls-server-name|agent-ca|gateway-ca)=/.test(a)),
+    ).toEqual([]);
     expect(parseControlPlaneArgs(member.slice(1).map(local), {}).agentCaPem).toBeUndefined();
+  });
+
+  it("give the redirect init container's image as the main image is given: tag, digest, appVersion", async () => {
+    const redirectArg = async (values: Values) =>
+      containerArgs(await helm.template(values), "switchyard-control-plane").filter((a) =>
+        a.startsWith("--redirect-image="),
+      );
+    const member = { multiClusterMember: true, router: { endpoint: "wss://east.example.com" } };
+    expect(await redirectArg(member)).toEqual([
+      `--redirect-image=ghcr.io/switchyard-dev/switchyard-redirect:${appVersion}`,
+    ]);
+    expect(
+      await redirectArg({
+        ...member,
+        sidecar: { redirectImage: { repository: "registry.example.com/iptables", tag: "1.8" } },
+      }),
+    ).toEqual(["--redirect-image=registry.example.com/iptables:1.8"]);
+    const digest = `sha256:${"b".repeat(64)}`;
+    expect(await redirectArg({ sidecar: { redirectImage: { tag: "1.8", digest } } })).toEqual([
+      `--redirect-image=ghcr.io/switchyard-dev/switchyard-redirect@${digest}`,
+    ]);
+    // A management-only Primary injects no sidecar.
+    expect(
+      await redirectArg(
+        mc({
+          clusterName: "primary",
+          managementOnly: true,
+          defaultCluster: "east",
+          clusters: { east: bearer() },
+        }),
+      ),
+    ).toEqual([]);
   });
 
   it("scale separately, and the HPA replaces router replicas when enabled", async () => {

@@ -343,7 +343,7 @@ describe("member mode with sidecar agents", () => {
       );
       const patched = await eventually("the sidecar in the template", async () => {
         const d = await apps.readNamespacedDeployment({ namespace: NS, name: "shop" });
-        return d.spec!.template.spec!.containers.some((c) => c.name === AGENT_CONTAINER) && d;
+        return d.spec!.template.spec!.initContainers?.some((c) => c.name === AGENT_CONTAINER) && d;
       });
       expect(patched.metadata!.annotations![ORIGINAL_TEMPLATE_ANNOTATION]).toBeDefined();
       expect(patched.spec!.template.spec!.containers[0]).toEqual(original.spec!.template.spec!.containers[0]);
@@ -356,7 +356,7 @@ describe("member mode with sidecar agents", () => {
       await eventually("a second ReplicaSet", async () => (await replicaSets()).length === 2);
       const newPod = await eventually("a pod with the agent", async () => {
         const list = await core.listNamespacedPod({ namespace: NS, labelSelector: "app=shop" });
-        return list.items.find((p) => p.spec!.containers.some((c) => c.name === AGENT_CONTAINER));
+        return list.items.find((p) => p.spec!.initContainers?.some((c) => c.name === AGENT_CONTAINER));
       });
       const running = await markPodRunning(kc, NS, newPod.metadata!.name!);
       const ready = await eventually("child Ready", async () => {
@@ -379,7 +379,7 @@ describe("member mode with sidecar agents", () => {
           (p) =>
             p.metadata!.name !== newPod.metadata!.name &&
             !p.metadata!.deletionTimestamp &&
-            p.spec!.containers.some((c) => c.name === AGENT_CONTAINER),
+            p.spec!.initContainers?.some((c) => c.name === AGENT_CONTAINER),
         );
       });
       await markPodRunning(kc, NS, second.metadata!.name!);
@@ -409,7 +409,7 @@ describe("member mode with sidecar agents", () => {
       await sessions().delete({ namespace: NS, name: child });
       await gone(child);
       const still = await apps.readNamespacedDeployment({ namespace: NS, name: "shop" });
-      expect(still.spec!.template.spec!.containers.some((c) => c.name === AGENT_CONTAINER)).toBe(true);
+      expect(still.spec!.template.spec!.initContainers?.some((c) => c.name === AGENT_CONTAINER)).toBe(true);
 
       // The last ends: the original template returns byte for byte, and with it the original ReplicaSet.
       await sessions().delete({ namespace: NS, name: "shop-solo" });

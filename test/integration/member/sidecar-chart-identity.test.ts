@@ -165,8 +165,9 @@ describe("the sidecar provisioner with the chart's control-plane identity", () =
       expect(r.waiting?.reason).toBe("NoReadyPod"); // no kubelet here: the template is what counts
       const patched = await read();
       const spec = patched.spec!.template.spec!;
-      expect(spec.containers.map((c) => c.name)).toEqual(["app", AGENT_CONTAINER]);
-      expect(spec.initContainers?.map((c) => c.name)).toEqual([REDIRECT_CONTAINER]);
+      expect(spec.containers.map((c) => c.name)).toEqual(["app"]);
+      // The redirect first, then the agent as a native sidecar.
+      expect(spec.initContainers?.map((c) => c.name)).toEqual([REDIRECT_CONTAINER, AGENT_CONTAINER]);
       expect(patched.metadata!.annotations!["example.test/owner"]).toBe("team-a");
       expect(JSON.parse(patched.metadata!.annotations![ORIGINAL_TEMPLATE_ANNOTATION]!)).toEqual(
         JSON.parse(JSON.stringify(before.spec!.template)),
@@ -269,8 +270,8 @@ describe("the sidecar provisioner with the chart's control-plane identity", () =
     });
     const patched = await adminApps.readNamespacedDeployment({ namespace: ns, name: "web" });
     const spec = patched.spec!.template.spec!;
-    expect(spec.initContainers).toBeUndefined();
-    const agent = spec.containers.find((c) => c.name === AGENT_CONTAINER)!;
+    expect(spec.initContainers?.map((c) => c.name)).toEqual([AGENT_CONTAINER]); // no redirect
+    const agent = spec.initContainers!.find((c) => c.name === AGENT_CONTAINER)!;
     expect(agent.ports!.map((p) => p.name)).toEqual(["sy-agent", "http"]);
     expect(spec.containers[0]!.ports!.map((p) => p.name)).toEqual([undefined]);
     await provisioner.release({ namespace: ns, kind: "deployment", name: "web", id: `${ns}/deployment/web` });
@@ -332,7 +333,7 @@ describe("the sidecar provisioner with the chart's control-plane identity", () =
         const w = await admin
           .makeApiClient(AppsV1Api)
           .readNamespacedDeployment({ namespace: ns, name: "worker" });
-        return w.spec!.template.spec!.containers.some((c) => c.name === AGENT_CONTAINER);
+        return w.spec!.template.spec!.initContainers?.some((c) => c.name === AGENT_CONTAINER);
       });
     });
   }

@@ -125,7 +125,12 @@ describe("images built from the project", () => {
       "0".repeat(64),
       { agentImage: PRODUCT_IMAGE, redirectImage: REDIRECT_IMAGE, imagePullPolicy: "Never" },
     );
-    const agent = template.spec!.containers.find((c) => c.name === "switchyard-agent")!;
+    // The template's native sidecar (restartPolicy Always, a startup probe), run once to its end.
+    const { restartPolicy, startupProbe, ...agent } = template.spec!.initContainers!.find(
+      (c) => c.name === "switchyard-agent",
+    )!;
+    expect(restartPolicy).toBe("Always");
+    expect(startupProbe?.tcpSocket).toBeDefined();
     const r = await runToEnd("agent-help", { ...agent, args: [agent.args![0]!, "--help"] });
     expect(r).toMatchObject({ phase: "Succeeded", exitCode: 0 });
     expect(r.log).toMatch(/--app-port/);

@@ -17,6 +17,8 @@ export interface UpstreamSpec {
   isDefault?: boolean;
   /** PEM CA verifying a wss:// upstream. */
   caPem?: string;
+  /** Name the upstream's certificate is verified against instead of the URL's host. */
+  serverName?: string;
 }
 
 export interface RouteSpec {
@@ -38,6 +40,7 @@ export function routeJson(r: RouteSpec): Record<string, unknown> {
       secret: u.secret,
       isDefault: u.isDefault ?? false,
       ...(u.caPem ? { caPem: u.caPem } : {}),
+      ...(u.serverName ? { serverName: u.serverName } : {}),
     })),
   };
 }

@@ -1,6 +1,8 @@
 // TLS on both faces of the router: a gateway router serves wss:// with a certificate
 // from a test CA; a Primary router reaches it as a wss:// upstream verified with the
 // route's ca_pem; a client verifies the gateway with the CA and is refused without it.
+// An upstream dialled by IP whose certificate names only "switchyard-agent" (as sidecar
+// agents are, by pod IP) is verified against the route's server_name, and refused without it.
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -16,6 +18,8 @@ let dir: string;
 let agent: ScriptedAgent;
 let gateway: RouterProcess;
 let primary: RouterProcess;
+/** A wss:// upstream whose certificate names only the DNS name switchyard-agent. */
+let named: RouterProcess;
 
 beforeAll(async () => {
   ca = await createCertificateAuthority("switchyard-test-ca");
@@ -25,9 +29,16 @@ beforeAll(async () => {
     dnsNames: ["localhost"],
     usage: "server",
   });
+  const agentLeaf = await ca.issue({
+    commonName: "switchyard-agent",
+    dnsNames: ["switchyard-agent"],
+    usage: "server",
+  });
   dir = mkdtempSync(join(tmpdir(), "switchyard-tls-"));
   writeFileSync(join(dir, "tls.crt"), leaf.certPem);
   writeFileSync(join(dir, "tls.key"), leaf.keyPem);
+  writeFileSync(join(dir, "agent.crt"), agentLeaf.certPem);
+  writeFileSync(join(dir, "agent.key"), agentLeaf.keyPem);
   agent = new ScriptedAgent({ name: "pod-a", secret: "agent" });
   await agent.start();
   gateway = await RouterProcess.start(
@@ -40,6 +51,17 @@ beforeAll(async () => {
     ],
     ["--tls-cert", join(dir, "tls.crt"), "--tls-key", join(dir, "tls.key")],
   );
+  named = await RouterProcess.start(
+    [
+      {
+        sessionId: "mc-child",
+        secret: "child",
+        upstreams: [{ cluster: "pod-a", url: agent.url(), secret: "agent", isDefault: true }],
+      },
+    ],
+    ["--tls-cert", join(dir, "agent.crt"), "--tls-key", join(dir, "agent.key")],
+  );
+  const byIp = named.sessionUrl("mc-child");
   primary = await RouterProcess.start([
     {
       sessionId: "mc-parent",
@@ -54,11 +76,31 @@ beforeAll(async () => {
         },
       ],
     },
+    {
+      sessionId: "by-name",
+      secret: "client",
+      upstreams: [
+        {
+          cluster: "pod-a",
+          url: byIp,
+          secret: "child",
+          isDefault: true,
+          caPem: ca.certPem,
+          serverName: "switchyard-agent",
+        },
+      ],
+    },
+    {
+      sessionId: "by-ip",
+      secret: "client",
+      upstreams: [{ cluster: "pod-a", url: byIp, secret: "child", isDefault: true, caPem: ca.certPem }],
+    },
   ]);
 });
 
 afterAll(async () => {
   await primary?.stop();
+  await named?.stop();
   await gateway?.stop();
   await agent?.stop();
   if (dir) rmSync(dir, { recursive: true, force: true });
@@ -74,6 +116,25 @@ describe("TLS", () => {
       {},
     );
     expect(env.as(pb.EnvResultSchema).vars.AGENT_NAME).toBe("pod-a");
+    client.close();
+  });
+
+  it("reaches an upstream dialled by IP whose certificate names only server_name", async () => {
+    expect(named.sessionUrl("mc-child")).toMatch(/^wss:\/\/127\.0\.0\.1:/);
+    const client = await RawSessionClient.connect(primary.sessionUrl("by-name"), "client");
+    await client.upstreamStatus("pod-a", pb.UpstreamState.UP);
+    expect((await client.ping()).kind).toBe(pb.PingKind.PONG);
+    client.close();
+  });
+
+  it("refuses that upstream without server_name: its certificate does not name the IP", async () => {
+    const client = await RawSessionClient.connect(primary.sessionUrl("by-ip"), "client");
+    const down = (await client.upstreamStatus("pod-a", pb.UpstreamState.DOWN)).as(pb.UpstreamStatusSchema);
+    expect(down.error).toMatch(/IP: 127\.0\.0\.1 is not in the cert's list/);
+    const logged = await primary.waitForLog(
+      (l) => l.msg === "upstream link down" && /is not in the cert's list/.test(String(l.error)),
+    );
+    expect(logged.cluster).toBe("pod-a");
     client.close();
   });
 

@@ -3,6 +3,7 @@
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { describe, expect, it } from "vitest";
 import { HttpFilterSchema } from "../../../../proto/gen/session_pb.js";
+import { compileFilterRegex } from "../../../../proto/http-filter.js";
 import { describeFilter, filterFromFlags, parseHeaderFlag, toProtoFilter } from "./http-filter.js";
 
 describe("HTTP filter flags", () => {
@@ -17,10 +18,24 @@ describe("HTTP filter flags", () => {
   it("anchors header value regexes to the whole value", () => {
     const h = parseHeaderFlag("X-User:  alice ");
     expect(h).toEqual({ name: "X-User", valueRegex: "^(?:alice)$" });
-    const re = new RegExp(h.valueRegex);
+    const re = compileFilterRegex(h.valueRegex);
     expect(re.test("alice")).toBe(true);
     expect(re.test("alice2")).toBe(false);
-    expect(new RegExp(parseHeaderFlag("X-User: alice|bob").valueRegex).test("bob")).toBe(true);
+    expect(compileFilterRegex(parseHeaderFlag("X-User: alice|bob").valueRegex).test("bob")).toBe(true);
+  });
+
+  it("refuses regexes RE2 cannot compile, naming the flag and the syntax to use", () => {
+    for (const f of [
+      () => parseHeaderFlag("X-User: (a)\\1"),
+      () => filterFromFlags({ path: "^/(?!internal)" }),
+      () => filterFromFlags({ path: "(?<=/api)/x" }),
+    ]) {
+      expect(f).toThrow(/^--http-(header value|path) ".*" is not a valid regular expression: /);
+      expect(f).toThrow("(RE2 syntax: no backreferences or lookaround)");
+    }
+    // A value cannot escape the anchors it is sent in, and the anchored form must fit.
+    expect(() => parseHeaderFlag("X-User: a)|(b")).toThrow(/--http-header value "a\)\|\(b"/);
+    expect(() => parseHeaderFlag(`X-User: [${"a".repeat(1018)}]`)).toThrow(/longer than the 1024 allowed/);
   });
 
   it("combines conditions all-of by default and any-of on request", () => {

@@ -2,9 +2,10 @@
 // protobuf shape. `--http-header 'X-User: alice'` matches when the header's whole value
 // matches the regular expression after the colon; `--http-path` is a regular expression
 // on the request path (add ^/$ yourself); `--http-method` matches the method exactly.
-// Several conditions combine with all-of (default) or any-of. Header names, methods and
-// regexes are checked by the rules agents apply (proto/http-filter.ts), so a bad filter is
-// refused here rather than by every cluster.
+// Several conditions combine with all-of (default) or any-of. Regexes are RE2 syntax (no
+// backreferences or lookaround; agents match them in linear time). Header names, methods
+// and regexes are checked by the rules agents apply (proto/http-filter.ts), so a bad
+// filter is refused here rather than by every cluster.
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { HttpFilterSchema } from "../../../../proto/gen/session_pb.js";
 import { compileFilterRegex, isHttpHeaderName, isHttpMethod } from "../../../../proto/http-filter.js";
@@ -25,13 +26,14 @@ export interface HttpFilterFlags {
   match?: "all" | "any";
 }
 
-function checkRegex(what: string, source: string): void {
+/** Checks `source` (what is sent) as agents will; errors show `shown` (what was typed). */
+function checkRegex(what: string, shown: string, source = shown): void {
   try {
     compileFilterRegex(source);
   } catch (err) {
     throw new CliError(
       CliErrorCode.INVALID_OPTION,
-      `${what} "${source}" is not a valid regular expression: ${(err as Error).message}`,
+      `${what} "${shown}" is not a valid regular expression: ${(err as Error).message}`,
     );
   }
 }
@@ -46,8 +48,11 @@ export function parseHeaderFlag(flag: string): { name: string; valueRegex: strin
       CliErrorCode.INVALID_OPTION,
       `--http-header "${flag}" must look like "Name: value" (the value is a regular expression matched against the whole header value)`,
     );
+  // Alone first, so `a)|(b` cannot escape the anchors; anchored, as sent, for the limits.
+  const valueRegex = `^(?:${value})$`;
   checkRegex("--http-header value", value);
-  return { name, valueRegex: `^(?:${value})$` };
+  checkRegex("--http-header value", value, valueRegex);
+  return { name, valueRegex };
 }
 
 /** The filter the flags describe, or undefined when none was given (steal everything). */

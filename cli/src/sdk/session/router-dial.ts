@@ -2,7 +2,10 @@
 // upgrade, then Hello/HelloAck. The router's refusals (read with the session endpoint's
 // `parseRefusal`) become CLI errors that decide what the caller does next: 404 (session
 // unknown: gone for good), 401 (wrong secret: fatal), 503 + Retry-After (still being
-// created: wait and retry), network errors (retry).
+// created: wait and retry), network errors (retry). Every frame is masked with a fresh
+// random key (ws's default), as RFC 6455 requires of clients: with a known mask the
+// client's payload would choose the bytes an intermediary sees on the wire (the attack
+// masking exists to stop), and a TLS-terminating proxy sees them even over wss://.
 import type { Socket } from "node:net";
 import WebSocket from "ws";
 import * as pb from "../../../../proto/gen/session_pb.js";
@@ -33,15 +36,7 @@ export interface DialOptions {
   caPem?: string;
   /** Give up on one dial after this many ms (default 10 000). */
   timeoutMs?: number;
-  /**
-   * Send frames with an all-zero mask, which lets ws skip a copy and an XOR pass per
-   * frame. Masking protects intermediaries that could read the stream; under TLS none can,
-   * so the default is true for wss:// and false for ws://.
-   */
-  zeroMask?: boolean;
 }
-
-const zeroMask = (mask: Buffer) => void mask.fill(0);
 
 export interface DialedRouter {
   ws: WebSocket;
@@ -74,7 +69,6 @@ export function dialRouter(url: string, secret: string, opts: DialOptions = {}):
       perMessageDeflate: false,
       skipUTF8Validation: true,
       handshakeTimeout: timeoutMs,
-      ...((opts.zeroMask ?? url.startsWith("wss:")) ? { generateMask: zeroMask } : {}),
       ...(opts.caPem ? { ca: opts.caPem } : {}),
     });
     ws.binaryType = "nodebuffer";

@@ -72,8 +72,6 @@ export interface SessionClientOptions {
   dialTimeoutMs?: number;
   /** How long the first connect retries a 404 (routing table not yet pushed), ms. Default 10 000. */
   notFoundGraceMs?: number;
-  /** All-zero WebSocket masks (default: on for wss://, off for ws://; see router-dial.ts). */
-  zeroMask?: boolean;
 }
 
 export interface SessionClientEvents {
@@ -136,7 +134,6 @@ export class SessionClient extends EventEmitter<SessionClientEvents> implements 
         dial: {
           timeoutMs: dialTimeoutMs,
           ...(options.caPem ? { caPem: options.caPem } : {}),
-          ...(options.zeroMask !== undefined ? { zeroMask: options.zeroMask } : {}),
         },
         connectTimeoutMs,
         notFoundGraceMs,

@@ -1,14 +1,16 @@
 // HTTP filters of filtered steals: which requests a session takes while the rest still
 // reach the app. A filter is a small tree — header (name exact, case-insensitive; value
 // regex), path regex, method, all-of, any-of — compiled once when the subscription is
-// made, so a bad regex is refused at subscribe time, not at the first request.
+// made, so a bad regex is refused at subscribe time, not at the first request. Regexes are
+// RE2 (proto/http-filter.ts): every request on the port, the app's own included, is
+// matched, and RE2 matches in time linear in the request, whatever the pattern.
 import { ErrorCode } from "../../../../proto/error-codes.js";
 import {
   compileFilterRegex,
   HTTP_FILTER_MAX_DEPTH as MAX_DEPTH,
-  HTTP_FILTER_MAX_REGEX_LENGTH as MAX_REGEX,
   isHttpHeaderName,
   isHttpMethod,
+  type FilterRegex,
 } from "../../../../proto/http-filter.js";
 
 export type HttpFilter =
@@ -32,9 +34,7 @@ export class HttpFilterError extends Error {
   readonly code = ErrorCode.HTTP_FILTER_INVALID;
 }
 
-function regex(source: string, what: string): RegExp {
-  if (source.length > MAX_REGEX)
-    throw new HttpFilterError(`${what}: regex longer than ${MAX_REGEX} characters`);
+function regex(source: string, what: string): FilterRegex {
   try {
     return compileFilterRegex(source);
   } catch (err) {

@@ -133,4 +133,22 @@ describe("compileHttpFilter", () => {
     );
     expect(() => compileHttpFilter({ method: "GE T" })).toThrow(/not an HTTP method/);
   });
+
+  it("refuses what RE2 cannot compile, naming the field and the syntax to use", () => {
+    for (const valueRegex of ["(a)\\1", "foo(?=bar)", "(?<!x)y"]) {
+      const f = () => compileHttpFilter({ anyOf: [{ header: { name: "x-user", valueRegex } }] });
+      expect(f).toThrow(HttpFilterError);
+      expect(f).toThrow(/^http_filter\.any_of\[0\]\.header\.value_regex: invalid regular expression/);
+      expect(f).toThrow("(RE2 syntax: no backreferences or lookaround)");
+    }
+    expect(() => compileHttpFilter({ pathRegex: "x".repeat(1025) })).toThrow(/longer than the 1024 allowed/);
+  });
+
+  it("matches a catastrophic pattern against a long header in linear time", () => {
+    const f = compileHttpFilter({ header: { name: "X-User", valueRegex: "^(a+)+$" } });
+    const start = performance.now();
+    expect(f(req("GET", "/", [["x-user", "a".repeat(50_000) + "!"]]))).toBe(false);
+    expect(f(req("GET", "/", [["x-user", "a".repeat(50_000)]]))).toBe(true);
+    expect(performance.now() - start).toBeLessThan(1_000);
+  });
 });

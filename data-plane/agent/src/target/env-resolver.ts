@@ -200,7 +200,9 @@ export async function resolveContainerEnv(
   opts: ResolveEnvOptions = {},
 ): Promise<ResolvedEnv> {
   const ns = pod.metadata?.namespace ?? "default";
-  const containers = pod.spec?.containers ?? [];
+  // Native sidecars (init containers that keep running) are containers of the pod too.
+  const sidecars = (pod.spec?.initContainers ?? []).filter((c) => c.restartPolicy === "Always");
+  const containers = [...(pod.spec?.containers ?? []), ...sidecars];
   const container = opts.container ? containers.find((c) => c.name === opts.container) : containers[0];
   if (!container) {
     throw new EnvResolveError(

@@ -1,9 +1,10 @@
 // The FILE family for one session: read-only open/read/read-dir/stat/close over the
-// target's API-backed volumes (VolumeFiles). An open reads the whole file once (volume
-// files are small: ConfigMaps and Secrets are at most 1 MiB), so reads at any offset
-// see one consistent version. Failures answer an errno-style name plus a message:
-// ENOENT, ENOTSUP (not served remotely: image files, other volume kinds, no target pod),
-// EISDIR, ENOTDIR, EBADF, EROFS (writes), EMFILE (too many handles), EIO (API failure).
+// target's files (TargetView: the API-backed VolumeFiles, or a sidecar's PodFiles). An open
+// reads the whole file once (API volume files are at most 1 MiB; PodFiles caps the size),
+// so reads at any offset see one consistent version. Failures answer an errno-style name
+// plus a message: ENOENT, ENOTSUP (not served remotely: image files, other volume kinds, no
+// target pod, a file too large or not readable by the agent),
+// EISDIR, ENOTDIR, EBADF, EROFS (writes), EMFILE (too many handles), EIO (API or I/O failure).
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { integerIn } from "../../../../lib/option-error.js";
 import { ErrorCode } from "../../../../proto/error-codes.js";
@@ -45,7 +46,7 @@ export function fileError(err: unknown): FileResultInit {
   }
   return {
     error: "EIO",
-    message: `reading the target's files through the Kubernetes API failed: ${(err as Error).message}`,
+    message: `reading the target's files failed: ${(err as Error).message}`,
   };
 }
 

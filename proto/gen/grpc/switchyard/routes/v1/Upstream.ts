@@ -22,6 +22,12 @@ export interface Upstream {
    * Optional PEM CA bundle to verify a wss:// upstream.
    */
   'caPem'?: (string);
+  /**
+   * Name the upstream's certificate is verified against (TLS SNI and hostname check)
+   * instead of the URL's host; empty = the URL's host. Lets a router dial an agent by
+   * pod IP while its certificate names a fixed DNS name (e.g. "switchyard-agent").
+   */
+  'serverName'?: (string);
 }
 
 export interface Upstream__Output {
@@ -45,4 +51,10 @@ export interface Upstream__Output {
    * Optional PEM CA bundle to verify a wss:// upstream.
    */
   'caPem': (string);
+  /**
+   * Name the upstream's certificate is verified against (TLS SNI and hostname check)
+   * instead of the URL's host; empty = the URL's host. Lets a router dial an agent by
+   * pod IP while its certificate names a fixed DNS name (e.g. "switchyard-agent").
+   */
+  'serverName': (string);
 }

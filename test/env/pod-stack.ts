@@ -1,0 +1,370 @@
+// The pod stack: Switchyard as a user runs it, on real nodes. A cluster set with one real node
+// per cluster (test/env/node), the project's images imported into every node (no Docker, no
+// registry), the chart installed with Helm into each cluster — a management-only Primary and
+// workload clusters east (the Default) and west — so that the control planes and routers run
+// as the chart's Deployments under its ServiceAccounts, and a demo Deployment (two replicas)
+// behind a NodePort Service in every workload cluster that sessions inject agents into.
+//
+// Every endpoint speaks TLS with one CA of the stack: routers (wss://, the chart's
+// `switchyard-tls` Secret in each cluster, covering the node address and the in-cluster
+// names), the control planes' RouteDiscovery, member gateways as the Primary's routers see
+// them (`tls.gatewayCa`) and, when agentTls is on, the sidecar agents. The laptop side — the
+// CLI — reaches the Primary routers at the Primary node's address and node port, the way it
+// reaches an ingress; the Primary's control plane reaches the members' API servers at their
+// node-network addresses, as it would a remote cluster's endpoint.
+//
+//   const stack = await startPodStack();
+//   // switchyard exec ...stack.developerCliArgs -- …; curl stack.workloads.east.demoUrl
+//   await stack.stop();
+import { randomBytes } from "node:crypto";
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { AppsV1Api, CoreV1Api, type KubeConfig } from "@kubernetes/client-node";
+import { switchyardOperatorClient } from "../../proto/api/v1alpha1/index.js";
+import { startClusterSet, type ClusterSet, type ClusterUser, type TestCluster } from "./cluster-set.js";
+import { Helm } from "./helm.js";
+import { demoAppImage, productImage, PRODUCT_IMAGE, REDIRECT_IMAGE } from "./images/project-images.js";
+import { iptablesImage } from "./node/oci-image.js";
+import { nodeAddresses } from "./node/node-network.js";
+import { startNodes, type NodeSet } from "./node/node-set.js";
+import type { TestNode } from "./node/node.js";
+import { createCertificateAuthority, type CertificateAuthority } from "./pki.js";
+import { envRoot, ProcessGroupDir } from "./processes.js";
+import { createPodDemo, DEMO_NODE_PORT } from "./pod-demo.js";
+import { describePodProblems } from "./pod-problems.js";
+import {
+  b64,
+  demoTargetArgs,
+  grantDevelopers,
+  installChart,
+  serviceAccountToken,
+  STACK_NAMESPACE,
+} from "./stack-install.js";
+import { eventually } from "../support/poll.js";
+
+/** Node port of the routers' Service in every cluster (the chart's router.service.nodePort). */
+export const ROUTER_NODE_PORT = 30443;
+/** The Secret (in each target namespace) sidecar agents serve wss:// with, and the name it covers. */
+export const AGENT_TLS_SECRET = "switchyard-agent-tls";
+export const AGENT_TLS_NAME = "switchyard-agent";
+
+export interface PodStackOptions {
+  /** Workload clusters; the first is the Default cluster (default ["east", "west"]). */
+  workloadClusters?: string[];
+  /** Router replicas on the Primary (default 2); members run one. */
+  primaryRouters?: number;
+  /** Control-plane replicas on the Primary (default 2: a leader and a standby); members run one. */
+  primaryControlPlanes?: number;
+  /** Replicas of each cluster's demo Deployment (default 2). */
+  demoReplicas?: number;
+  /** Extra env vars of the demo Deployment. */
+  demoEnv?: Record<string, string>;
+  /** Sidecar agents serve wss:// with the stack's CA (default true). */
+  agentTls?: boolean;
+  /** Where the clusters log (default: the set's own directory, removed by stop()). */
+  logDir?: string;
+  /** Told of each phase as it ends: name and milliseconds since the start. */
+  onPhase?: (phase: string, ms: number) => void;
+}
+
+export interface PodWorkload {
+  name: string;
+  cluster: TestCluster;
+  node: TestNode;
+  /** The node's address: its NodePorts answer here, from the host and from other nodes. */
+  nodeIp: string;
+  /** The demo Service from outside the cluster (its NodePort): what any replica may answer. */
+  demoUrl: string;
+  /** This cluster's routers from outside (what the Primary's routers dial). */
+  routerEndpoint: string;
+}
+
+export interface PodStack {
+  set: ClusterSet;
+  nodes: NodeSet;
+  primary: TestCluster;
+  primaryNode: TestNode;
+  workloads: Record<string, PodWorkload>;
+  /** The Primary's routers from outside (what the CLI dials). */
+  routerEndpoint: string;
+  /** PEM of the stack's CA, and a file holding it (the CLI's --router-ca). */
+  caPem: string;
+  caFile: string;
+  /** A developer allowed to open sessions in namespace "default" on the Primary. */
+  developer: ClusterUser;
+  /** `switchyard` flags that aim a command at the demo target as the developer. */
+  developerCliArgs: string[];
+  /** The stack's own directory (CA, helm home); removed by stop(). */
+  dir: string;
+  /** Milliseconds from the start to the end of each phase. */
+  phases: Record<string, number>;
+  /** Pods that are not Ready in any cluster, with their containers' states and last log lines. */
+  describeProblems(): Promise<string>;
+  /** Stops the nodes, then the clusters, and removes every file. Safe to call twice. */
+  stop(): Promise<void>;
+}
+
+const NAMESPACE_LABEL = "switchyard.dev/stack";
+
+/** A kubernetes.io/tls Secret from the stack's CA, covering `dnsNames` and `ipAddresses`. */
+async function tlsSecret(
+  kc: KubeConfig,
+  ca: CertificateAuthority,
+  namespace: string,
+  name: string,
+  dnsNames: string[],
+  ipAddresses: string[] = [],
+): Promise<void> {
+  const leaf = await ca.issue({
+    commonName: dnsNames[0] ?? ipAddresses[0] ?? name,
+    usage: "server",
+    dnsNames,
+    ipAddresses,
+    validForSeconds: 7 * 86_400,
+  });
+  await kc.makeApiClient(CoreV1Api).createNamespacedSecret({
+    namespace,
+    body: {
+      metadata: { name },
+      type: "kubernetes.io/tls",
+      data: { "tls.crt": b64(leaf.certPem), "tls.key": b64(leaf.keyPem), "ca.crt": b64(ca.certPem) },
+    },
+  });
+}
+
+/** The stack's namespace with the chart's TLS Secret, before the chart's pods look for it. */
+async function prepareNamespace(kc: KubeConfig, ca: CertificateAuthority, nodeIp: string): Promise<void> {
+  await kc.makeApiClient(CoreV1Api).createNamespace({
+    body: { metadata: { name: STACK_NAMESPACE, labels: { [NAMESPACE_LABEL]: "pods" } } },
+  });
+  const svc = (n: string) => [`${n}.${STACK_NAMESPACE}.svc`, `${n}.${STACK_NAMESPACE}.svc.cluster.local`];
+  await tlsSecret(
+    kc,
+    ca,
+    STACK_NAMESPACE,
+    "switchyard-tls",
+    [...svc("switchyard-control-plane"), ...svc("switchyard-router"), "localhost"],
+    [nodeIp, "127.0.0.1"],
+  );
+}
+
+/** Values every cluster's release shares: the project's images, fast leader election, node ports. */
+function commonValues(nodeIp: string, routers: number, controlPlanes: number, agentTls: boolean): object {
+  const [repository, tag] = PRODUCT_IMAGE.split(":");
+  const [redirectRepository, redirectTag] = REDIRECT_IMAGE.split(":");
+  return {
+    image: { repository, tag, pullPolicy: "Never" },
+    sidecar: { redirectImage: { repository: redirectRepository, tag: redirectTag } },
+    tls: {
+      secretName: "switchyard-tls",
+      gatewayCa: true,
+      ...(agentTls ? { agentSecretName: AGENT_TLS_SECRET, agentServerName: AGENT_TLS_NAME } : {}),
+    },
+    controlPlane: {
+      replicas: controlPlanes,
+      healthCheckIntervalSeconds: 5,
+      leaderElection: { leaseDurationSeconds: 4, renewDeadlineSeconds: 3, retryPeriodSeconds: 1 },
+    },
+    router: {
+      replicas: routers,
+      service: { type: "NodePort", nodePort: ROUTER_NODE_PORT },
+      endpoint: `wss://${nodeIp}:${ROUTER_NODE_PORT}`,
+    },
+  };
+}
+
+/** Waits until every named Deployment of `namespace` has all its replicas available. */
+async function deploymentsAvailable(kc: KubeConfig, namespace: string, names: string[], what: string) {
+  const apps = kc.makeApiClient(AppsV1Api);
+  await eventually(
+    what,
+    async () => {
+      for (const name of names) {
+        const d = await apps.readNamespacedDeployment({ name, namespace });
+        const want = d.spec?.replicas ?? 1;
+        if ((d.status?.availableReplicas ?? 0) < want || (d.status?.updatedReplicas ?? 0) < want)
+          return undefined;
+      }
+      return true;
+    },
+    { timeoutMs: 180_000, intervalMs: 250 },
+  );
+}
+
+export async function startPodStack(options: PodStackOptions = {}): Promise<PodStack> {
+  const workloadNames = options.workloadClusters ?? ["east", "west"];
+  if (workloadNames.length === 0) throw new Error("workloadClusters: name at least one workload cluster");
+  const names = ["primary", ...workloadNames];
+  const t0 = Date.now();
+  const phases: Record<string, number> = {};
+  const phase = (name: string) => {
+    phases[name] = Date.now() - t0;
+    options.onPhase?.(name, phases[name]);
+  };
+  const group = new ProcessGroupDir(
+    join(envRoot(), `stack-pods-${process.pid}-${randomBytes(4).toString("hex")}`),
+  );
+  let set: ClusterSet | undefined;
+  let nodes: NodeSet | undefined;
+  let helm: Helm | undefined;
+  let stopping: Promise<void> | undefined;
+  const stop = () =>
+    (stopping ??= (async () => {
+      // Nodes first: their teardown deletes the workload controllers and drains through the API servers.
+      const errors: unknown[] = [];
+      await nodes?.stop().catch((e: unknown) => errors.push(e));
+      helm?.close();
+      await set?.stop().catch((e: unknown) => errors.push(e));
+      group.remove();
+      if (errors.length > 0) throw new Error(errors.map(String).join("\n"));
+    })());
+  const problems = async () =>
+    set ? describePodProblems(names.map((n) => set!.get(n))) : "no clusters were started";
+  try {
+    const images = [await productImage(), await iptablesImage(REDIRECT_IMAGE), await demoAppImage()];
+    phase("images described");
+    set = await startClusterSet({
+      clusters: names,
+      nodes: true,
+      ...(options.logDir ? { logDir: options.logDir } : {}),
+    });
+    phase("clusters");
+    const block = set.nodeBlock!;
+    const nodeIp = (name: string) => nodeAddresses(block, names.indexOf(name) + 1).nodeIp;
+    const ca = await createCertificateAuthority("switchyard-pod-stack-ca");
+    const caFile = join(group.dir, "ca.crt");
+    writeFileSync(caFile, ca.certPem, { mode: 0o600 });
+    helm = await Helm.create(join(group.dir, "helm"));
+    const agentTls = options.agentTls ?? true;
+    const routers = options.primaryRouters ?? 2;
+    const controlPlanes = options.primaryControlPlanes ?? 2;
+
+    // The nodes start while the chart is installed: the pods are scheduled once they are Ready.
+    const nodesStarted = startNodes(set, { images });
+    nodesStarted.catch(() => {});
+    const s = set;
+    const h = helm;
+    const remoteTokens: Record<string, string> = {};
+    await Promise.all(
+      workloadNames.map(async (name) => {
+        const c = s.get(name);
+        const kc = c.kubeConfig();
+        await prepareNamespace(kc, ca, nodeIp(name));
+        if (agentTls) await tlsSecret(kc, ca, "default", AGENT_TLS_SECRET, [AGENT_TLS_NAME]);
+        await installChart(h, c, {
+          ...commonValues(nodeIp(name), 1, 1, agentTls),
+          multiClusterMember: true,
+          multiCluster: { clusterName: name },
+        });
+        remoteTokens[name] = await serviceAccountToken(kc, "switchyard-primary");
+        await createPodDemo(kc, name, {
+          replicas: options.demoReplicas ?? 2,
+          // east's Service names its target port (taken by name), west's numbers it (iptables).
+          targetPort: workloadNames.indexOf(name) % 2 === 0 ? "name" : "number",
+          ...(options.demoEnv ? { env: options.demoEnv } : {}),
+        });
+      }),
+    );
+    const primary = s.get("primary");
+    await prepareNamespace(primary.kubeConfig(), ca, nodeIp("primary"));
+    await installChart(h, primary, {
+      ...commonValues(nodeIp("primary"), routers, controlPlanes, agentTls),
+      multiCluster: {
+        enabled: true,
+        clusterName: "primary",
+        managementOnly: true,
+        defaultCluster: workloadNames[0],
+        clusters: Object.fromEntries(
+          workloadNames.map((name) => {
+            const c = s.get(name);
+            return [
+              name,
+              {
+                authType: "bearerToken",
+                server: c.nodeNetworkServer,
+                caData: b64(c.caPem),
+                namespace: STACK_NAMESPACE,
+                token: remoteTokens[name],
+              },
+            ];
+          }),
+        ),
+      },
+    });
+    await grantDevelopers(primary.kubeConfig());
+    phase("charts installed");
+    nodes = await nodesStarted;
+    phase("nodes Ready");
+    const components = ["switchyard-control-plane", "switchyard-router"];
+    await Promise.all(
+      names.map((name) =>
+        deploymentsAvailable(
+          s.get(name).kubeConfig(),
+          STACK_NAMESPACE,
+          components,
+          `Switchyard's Deployments in ${name} to be available`,
+        ),
+      ),
+    );
+    await Promise.all(
+      workloadNames.map((name) =>
+        deploymentsAvailable(
+          s.get(name).kubeConfig(),
+          "default",
+          ["demo"],
+          `the demo in ${name} to be available`,
+        ),
+      ),
+    );
+    phase("pods Ready");
+    const operators = switchyardOperatorClient(primary.kubeConfig());
+    await eventually(
+      "the Primary to publish its router endpoint",
+      async () => (await operators.get({ name: "operator" }))?.status?.routerEndpoint,
+      { timeoutMs: 60_000, intervalMs: 200 },
+    );
+    phase("Primary ready");
+    const developer = await primary.mintUser("developer", ["developers"]);
+    const routerEndpoint = `wss://${nodeIp("primary")}:${ROUTER_NODE_PORT}`;
+    const n = nodes;
+    return {
+      set: s,
+      nodes: n,
+      primary,
+      primaryNode: n.get("primary"),
+      workloads: Object.fromEntries(
+        workloadNames.map((name) => [
+          name,
+          {
+            name,
+            cluster: s.get(name),
+            node: n.get(name),
+            nodeIp: nodeIp(name),
+            demoUrl: `http://${nodeIp(name)}:${DEMO_NODE_PORT}`,
+            routerEndpoint: `wss://${nodeIp(name)}:${ROUTER_NODE_PORT}`,
+          },
+        ]),
+      ),
+      routerEndpoint,
+      caPem: ca.certPem,
+      caFile,
+      developer,
+      developerCliArgs: [
+        ...demoTargetArgs(developer.kubeconfigPath),
+        "--router",
+        routerEndpoint,
+        "--router-ca",
+        caFile,
+      ],
+      dir: group.dir,
+      phases,
+      describeProblems: problems,
+      stop,
+    };
+  } catch (err) {
+    const detail = await problems().catch((e: unknown) => `(could not list the pods: ${String(e)})`);
+    await stop().catch(() => {});
+    (err as Error).message += `\n${detail}`;
+    throw err;
+  }
+}

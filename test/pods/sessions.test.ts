@@ -1,0 +1,408 @@
+// Sessions on real pods: the chart installed into three clusters with real nodes (pod-stack.ts),
+// `switchyard exec` from the host as a developer runs it, agents injected as sidecars into every
+// replica of the demo Deployment in east and west. Traffic reaches the target the ways it does
+// in a cluster — the demo Service's NodePort (kube-proxy picks a replica), its ClusterIP and pod
+// IPs from another pod — and must reach the session; the workload must come back exactly as it
+// was. east's Service names its targetPort (the agent takes the port by name, no privilege);
+// west's numbers it (the iptables init container redirects it).
+import { request as httpRequest } from "node:http";
+import { join } from "node:path";
+import { AppsV1Api, CoordinationV1Api, CoreV1Api, type V1PodTemplateSpec } from "@kubernetes/client-node";
+import { multiClusterSessionClient } from "../../proto/api/v1alpha1/index.js";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { freePorts } from "../env/ports.js";
+import { startPodStack, type PodStack } from "../env/pod-stack.js";
+import type { ClusterUser } from "../env/cluster-set.js";
+import { launch, repoRoot, tsx, type LaunchedProcess } from "../support/launch.js";
+import { eventually, type PollOptions } from "../support/poll.js";
+import { inClusterGet } from "./in-cluster-get.js";
+import { podLogs } from "../env/pod-problems.js";
+import { diffHostState, snapshotHostState, type HostState } from "../env/node/host-state.js";
+
+let stack: PodStack;
+let second: ClusterUser;
+let hostBefore: HostState;
+const originalTemplates: Record<string, V1PodTemplateSpec> = {};
+const running: LaunchedProcess<unknown>[] = [];
+const POLL: PollOptions = { timeoutMs: 90_000, intervalMs: 300 };
+const AGENT = "switchyard-agent";
+const REDIRECT = "switchyard-redirect";
+
+interface Exec {
+  proc: LaunchedProcess;
+  localPort: number;
+  output: () => string;
+}
+
+/** `switchyard exec … -- node local-app.mjs` as `user` (default: the stack's developer). */
+async function exec(flags: string[], opts: { name?: string; user?: ClusterUser } = {}): Promise<Exec> {
+  const localPort = (await freePorts(1))[0]!;
+  const args = [...stack.developerCliArgs];
+  if (opts.user) args[args.indexOf("--kubeconfig") + 1] = opts.user.kubeconfigPath;
+  const proc = await launch({
+    name: `switchyard-exec-${opts.name ?? "local"}`,
+    ...tsx("cli/src/main.ts", [
+      "exec",
+      ...args,
+      "--port",
+      `8080:${localPort}`,
+      ...flags,
+      "--",
+      process.execPath,
+      join(repoRoot, "test/e2e/fixtures/local-app.mjs"),
+    ]),
+    env: { LOCAL_PORT: String(localPort), LOCAL_NAME: opts.name ?? "local" },
+    ready: (p) => p.output().includes("local app ready"),
+    readyTimeoutMs: 150_000,
+    readyIntervalMs: 250,
+  });
+  running.push(proc);
+  return { proc, localPort, output: () => proc.output() };
+}
+
+async function stopExec(e: Exec): Promise<number | string> {
+  await e.proc.stop(Infinity, "SIGINT");
+  return e.proc.exited;
+}
+
+/** Runs `fn`; on failure adds the CLI's output and the pods that are not Ready to the error. */
+async function explained<T>(e: Exec | undefined, fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (err) {
+    const problems = await stack.describeProblems().catch(() => "");
+    const logs = await podLogs(stack.primary, "switchyard", "app.kubernetes.io/name=switchyard").catch(
+      (x: unknown) => `(no logs: ${String(x)})`,
+    );
+    (err as Error).message += `${e ? `\nCLI output:\n${e.output()}` : ""}\n${problems}\n${logs}`;
+    throw err;
+  }
+}
+
+/** One GET on a connection of its own (kube-proxy picks a replica per connection). */
+function get(url: string, headers: Record<string, string> = {}) {
+  return new Promise<{ status: number; servedBy: string | undefined; pod: string | undefined; body: string }>(
+    (res, rej) => {
+      const req = httpRequest(url, { agent: false, headers, timeout: 10_000 }, (r) => {
+        let body = "";
+        r.on("data", (c: Buffer) => (body += c.toString()));
+        r.on("end", () =>
+          res({
+            status: r.statusCode ?? 0,
+            servedBy: r.headers["x-served-by"] as string | undefined,
+            pod: r.headers["x-pod"] as string | undefined,
+            body,
+          }),
+        );
+      });
+      req.on("timeout", () => req.destroy(new Error(`GET ${url}: timed out`)));
+      req.on("error", rej);
+      req.end();
+    },
+  );
+}
+
+const apps = (cluster: string) => stack.set.get(cluster).kubeConfig().makeApiClient(AppsV1Api);
+const core = (cluster: string) => stack.set.get(cluster).kubeConfig().makeApiClient(CoreV1Api);
+
+async function demoPods(cluster: string) {
+  return (
+    await core(cluster).listNamespacedPod({ namespace: "default", labelSelector: "app=demo" })
+  ).items.filter((p) => !p.metadata?.deletionTimestamp);
+}
+
+/**
+ * Every demo pod of `cluster` has the agent and is Ready, and the pods without it are gone, not
+ * just terminating (a terminating pod serves what kube-proxy still sends it, and kube-proxy's
+ * rules lag its endpoints' removal).
+ */
+async function injected(cluster: string): Promise<boolean> {
+  const all = (await core(cluster).listNamespacedPod({ namespace: "default", labelSelector: "app=demo" }))
+    .items;
+  if (all.some((p) => !p.spec?.initContainers?.some((c) => c.name === AGENT))) return false;
+  const pods = await demoPods(cluster);
+  return (
+    pods.length === 2 &&
+    pods.every(
+      (p) =>
+        p.spec?.initContainers?.some((c) => c.name === AGENT && c.restartPolicy === "Always") &&
+        p.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True"),
+    )
+  );
+}
+
+/** The demo's pod template and pods are as before any session. */
+async function restored(cluster: string): Promise<boolean> {
+  const d = await apps(cluster).readNamespacedDeployment({ name: "demo", namespace: "default" });
+  expect(d.spec!.template).toEqual(originalTemplates[cluster]);
+  const pods = await demoPods(cluster);
+  return (
+    pods.length === 2 &&
+    pods.every(
+      (p) =>
+        !p.spec?.containers.some((c) => c.name === AGENT) &&
+        !p.spec?.initContainers?.some((c) => c.name === REDIRECT || c.name === AGENT) &&
+        p.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True"),
+    )
+  );
+}
+
+beforeAll(async () => {
+  hostBefore = await snapshotHostState();
+  stack = await startPodStack({
+    onPhase: (phase, ms) => console.log(`[pods] ${phase} at ${(ms / 1000).toFixed(1)} s`),
+  });
+  second = await stack.primary.mintUser("second-developer", ["developers"]);
+  for (const name of Object.keys(stack.workloads)) {
+    const d = await apps(name).readNamespacedDeployment({ name: "demo", namespace: "default" });
+    originalTemplates[name] = d.spec!.template;
+  }
+}, 600_000);
+
+afterEach(async () => {
+  for (const p of running.splice(0)) await p.stop(0, "SIGKILL");
+});
+
+afterAll(async () => {
+  await stack?.stop();
+}, 180_000);
+
+describe("sessions on real pods", () => {
+  it("injects every replica and steals what reaches the Service or a pod, in east and west", async () => {
+    const e = await exec(["--steal"]);
+    await explained(e, async () => {
+      for (const name of ["east", "west"]) {
+        await eventually(`every demo pod of ${name} to run the agent`, () => injected(name), POLL);
+        const w = stack.workloads[name]!;
+        await eventually(
+          `a stolen request through ${name}'s NodePort`,
+          async () => ((await get(`${w.demoUrl}/n`)).servedBy === "local" ? true : undefined),
+          POLL,
+        );
+        // Fresh connections: kube-proxy spreads them over both replicas; every one is stolen.
+        for (let i = 0; i < 8; i++) {
+          const r = await get(`${w.demoUrl}/orders/${i}`);
+          expect(r.servedBy, `request ${i} through ${name}`).toBe("local");
+          expect(r.body).toBe(`local app: GET /orders/${i}\n`);
+        }
+      }
+      // West's port is redirected inside each pod: its pod IPs are stolen too. East's is
+      // taken by name, which only Services resolve: its ClusterIP is stolen.
+      const west = await demoPods("west");
+      expect(west.every((p) => p.spec?.initContainers?.some((c) => c.name === REDIRECT))).toBe(true);
+      const byPod = await inClusterGet(
+        stack.set.get("west").kubeConfig(),
+        west.map((p) => `http://${p.status!.podIP}:8080/pod`),
+      );
+      expect(byPod.map((a) => a.servedBy)).toEqual(["local", "local"]);
+      const east = await demoPods("east");
+      expect(east.some((p) => p.spec?.initContainers?.some((c) => c.name === REDIRECT))).toBe(false);
+      const viaService = await inClusterGet(stack.set.get("east").kubeConfig(), [
+        "http://demo.default.svc/svc",
+        "http://demo.default.svc/svc",
+      ]);
+      expect(viaService.map((a) => a.servedBy)).toEqual(["local", "local"]);
+    });
+    expect(await stopExec(e)).toBe(130);
+    for (const name of ["east", "west"])
+      await explained(undefined, () =>
+        eventually(`${name}'s demo to be restored`, () => restored(name), POLL),
+      );
+  });
+
+  it("mirrors: the pods still answer and the local app sees copies from both clusters", async () => {
+    const e = await exec(["--mirror"]);
+    await explained(e, async () => {
+      await eventually(
+        "mirrored copies from east and west",
+        async () => {
+          const a = await get(`${stack.workloads.east!.demoUrl}/m/east`);
+          const b = await get(`${stack.workloads.west!.demoUrl}/m/west`);
+          expect(a.servedBy).toBe("app-east");
+          expect(b.servedBy).toBe("app-west");
+          const seen = JSON.parse((await get(`http://127.0.0.1:${e.localPort}/seen`)).body) as {
+            path: string;
+          }[];
+          const paths = seen.map((s) => s.path);
+          return paths.includes("/m/east") && paths.includes("/m/west") ? true : undefined;
+        },
+        POLL,
+      );
+    });
+    await stopExec(e);
+  });
+
+  it("gives the command east's environment, files, cluster DNS and outgoing connections", async () => {
+    // Mirror, so that the demo Service reached from the session below is answered by its pods.
+    const e = await exec(["--mirror"]);
+    await explained(e, async () => {
+      const env = await eventually(
+        "the env endpoint",
+        async () =>
+          JSON.parse((await get(`http://127.0.0.1:${e.localPort}/env`)).body) as Record<string, string>,
+        POLL,
+      );
+      // As the kubelet resolved it for east's demo container (test/env/pod-demo.ts).
+      expect(env.CLUSTER).toBe("east");
+      expect(env.SETTINGS_FILE).toBe("cluster: east\n"); // valueFrom a ConfigMap
+      expect(env.DB_PASSWORD).toBe("secret-of-east"); // valueFrom a Secret
+      expect(env.DEMO_FEATURE_FLAG).toBe("on-east"); // envFrom, with its prefix
+      expect(env.DEMO_REGION).toBe("east");
+      expect(env.MY_NAMESPACE).toBe("default"); // downward API
+      expect((await demoPods("east")).map((p) => p.metadata!.name)).toContain(env.MY_POD_NAME);
+      expect(env.KUBERNETES_SERVICE_HOST).toBe("10.0.0.1"); // service links
+      expect(env.DEMO_SERVICE_PORT).toBe("80");
+      // A name only east's cluster DNS knows, connected to from east.
+      const r = await get(
+        `http://127.0.0.1:${e.localPort}/fetch?host=demo.default.svc.cluster.local&port=80&path=/outgoing`,
+      );
+      expect(r.body).toContain("hello from the east app: GET /outgoing");
+      const cat = await launch({
+        name: "switchyard-files-cat",
+        ...tsx("cli/src/main.ts", ["files", "cat", "/etc/demo/settings.yaml", ...stack.developerCliArgs]),
+      });
+      running.push(cat);
+      expect(await cat.exited).toBe(0);
+      expect(cat.output()).toContain("cluster: east");
+    });
+    await stopExec(e);
+  });
+
+  it("gives two developers with disjoint header filters on one port their own requests", async () => {
+    const alice = await exec(["--steal", "--http-header", "X-User: alice"], { name: "alice" });
+    const bob = await exec(["--steal", "--http-header", "X-User: bob"], { name: "bob", user: second });
+    await explained(bob, async () => {
+      for (const w of Object.values(stack.workloads)) {
+        await eventually(
+          `both filters in ${w.name}`,
+          async () =>
+            (await get(`${w.demoUrl}/a`, { "x-user": "alice" })).servedBy === "alice" &&
+            (await get(`${w.demoUrl}/b`, { "x-user": "bob" })).servedBy === "bob"
+              ? true
+              : undefined,
+          POLL,
+        );
+        for (let i = 0; i < 4; i++) {
+          expect((await get(`${w.demoUrl}/a${i}`, { "x-user": "alice" })).servedBy).toBe("alice");
+          expect((await get(`${w.demoUrl}/b${i}`, { "x-user": "bob" })).servedBy).toBe("bob");
+          expect((await get(`${w.demoUrl}/c${i}`, { "x-user": "carol" })).servedBy).toBe(`app-${w.name}`);
+          expect((await get(`${w.demoUrl}/d${i}`)).servedBy).toBe(`app-${w.name}`);
+        }
+      }
+    });
+    await stopExec(alice);
+    // Alice's filter is gone; Bob's stays.
+    const w = stack.workloads.east!;
+    await eventually(
+      "alice's requests back on the app",
+      async () =>
+        (await get(`${w.demoUrl}/a`, { "x-user": "alice" })).servedBy === "app-east" ? true : undefined,
+      POLL,
+    );
+    expect((await get(`${w.demoUrl}/b`, { "x-user": "bob" })).servedBy).toBe("bob");
+    await stopExec(bob);
+  });
+
+  it("keeps the session when a Primary router pod is deleted: the Deployment replaces it, the CLI reconnects", async () => {
+    const e = await exec(["--steal"]);
+    const east = stack.workloads.east!;
+    await explained(e, async () => {
+      await eventually(
+        "steal before",
+        async () => ((await get(`${east.demoUrl}/r1`)).servedBy === "local" ? true : undefined),
+        POLL,
+      );
+      const routers = await core("primary").listNamespacedPod({
+        namespace: "switchyard",
+        labelSelector: "app.kubernetes.io/component=router",
+      });
+      for (const p of routers.items)
+        await core("primary").deleteNamespacedPod({ name: p.metadata!.name!, namespace: "switchyard" });
+      await eventually(
+        "the CLI to reconnect",
+        async () => (/reconnected through/.test(e.output()) ? true : undefined),
+        POLL,
+      );
+      await eventually(
+        "steal after the routers were replaced",
+        async () => ((await get(`${east.demoUrl}/r2`)).servedBy === "local" ? true : undefined),
+        POLL,
+      );
+    });
+    await stopExec(e);
+  });
+
+  it("injects a replacement target pod and keeps stealing through it", async () => {
+    const e = await exec(["--steal"]);
+    const west = stack.workloads.west!;
+    await explained(e, async () => {
+      await eventually("every west pod injected", () => injected("west"), POLL);
+      const [victim] = await demoPods("west");
+      await core("west").deleteNamespacedPod({ name: victim!.metadata!.name!, namespace: "default" });
+      await eventually(
+        "a replacement pod with the agent",
+        async () =>
+          (await injected("west")) &&
+          !(await demoPods("west")).some((p) => p.metadata!.name === victim!.metadata!.name)
+            ? true
+            : undefined,
+        POLL,
+      );
+      const pods = await demoPods("west");
+      const answers = await inClusterGet(
+        stack.set.get("west").kubeConfig(),
+        pods.map((p) => `http://${p.status!.podIP}:8080/after`),
+      );
+      expect(answers.map((a) => a.servedBy)).toEqual(["local", "local"]);
+      expect((await get(`${west.demoUrl}/after`)).servedBy).toBe("local");
+    });
+    await stopExec(e);
+  });
+
+  it("opens a session while the Primary's control-plane leader pod is deleted mid-initialisation", async () => {
+    const leases = await stack.primary
+      .kubeConfig()
+      .makeApiClient(CoordinationV1Api)
+      .listNamespacedLease({ namespace: "switchyard" });
+    const holder = leases.items.map((l) => l.spec?.holderIdentity).find((h) => h);
+    expect(holder, "a control-plane leader").toBeTruthy();
+    const sessions = multiClusterSessionClient(stack.primary.kubeConfig());
+    const before = new Set((await sessions.list({ namespace: "default" })).items.map((s) => s.metadata.name));
+    const pending = exec(["--steal"]);
+    pending.catch(() => {});
+    // The session is being created: the leader goes while it initialises it.
+    await eventually(
+      "the session to be created",
+      async () =>
+        (await sessions.list({ namespace: "default" })).items.some((s) => !before.has(s.metadata.name))
+          ? true
+          : undefined,
+      { timeoutMs: 60_000, intervalMs: 50 },
+    );
+    const pods = await core("primary").listNamespacedPod({
+      namespace: "switchyard",
+      labelSelector: "app.kubernetes.io/component=control-plane",
+    });
+    const leader = pods.items.find((p) => holder!.includes(p.metadata!.name!));
+    expect(leader, `the leader pod (${holder})`).toBeDefined();
+    await core("primary").deleteNamespacedPod({ name: leader!.metadata!.name!, namespace: "switchyard" });
+    const e = await pending;
+    await explained(e, () =>
+      eventually(
+        "steal with the new leader",
+        async () =>
+          (await get(`${stack.workloads.east!.demoUrl}/l`)).servedBy === "local" ? true : undefined,
+        POLL,
+      ),
+    );
+    await stopExec(e);
+  });
+  it("stops pods, nodes and clusters and leaves the host exactly as it was", async () => {
+    const during = diffHostState(hostBefore, await snapshotHostState());
+    expect(during.some((l) => l.startsWith("+ links:"))).toBe(true); // the snapshot sees the nodes
+    const t0 = Date.now();
+    await stack.stop();
+    console.log(`[pods] teardown ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+    expect(diffHostState(hostBefore, await snapshotHostState())).toEqual([]);
+  });
+});
