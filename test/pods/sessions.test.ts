@@ -385,8 +385,31 @@ describe("sessions on real pods", () => {
     });
     const leader = pods.items.find((p) => holder!.includes(p.metadata!.name!));
     expect(leader, `the leader pod (${holder})`).toBeDefined();
-    await core("primary").deleteNamespacedPod({ name: leader!.metadata!.name!, namespace: "switchyard" });
-    const e = await pending;
+    const leaderName = leader!.metadata!.name!;
+    // Its last words, read while it terminates (its log goes with the pod).
+    let lastWords = "";
+    const reading = (async () => {
+      for (let i = 0; i < 60; i++) {
+        const log = await core("primary")
+          .readNamespacedPodLog({
+            name: leaderName,
+            namespace: "switchyard",
+            container: "control-plane",
+            tailLines: 40,
+          })
+          .catch(() => undefined);
+        if (log === undefined) return;
+        lastWords = String(log);
+        await new Promise((r) => setTimeout(r, 500));
+      }
+    })();
+    await core("primary").deleteNamespacedPod({ name: leaderName, namespace: "switchyard" });
+    const e = await pending.catch(async (err: unknown) => {
+      await reading;
+      const logs = await podLogs(stack.primary, "switchyard", "app.kubernetes.io/component=control-plane");
+      (err as Error).message += `\nthe deleted leader ${leaderName}:\n${lastWords}\n${logs}`;
+      throw err;
+    });
     await explained(e, () =>
       eventually(
         "steal with the new leader",
@@ -397,6 +420,7 @@ describe("sessions on real pods", () => {
     );
     await stopExec(e);
   });
+
   it("stops pods, nodes and clusters and leaves the host exactly as it was", async () => {
     const during = diffHostState(hostBefore, await snapshotHostState());
     expect(during.some((l) => l.startsWith("+ links:"))).toBe(true); // the snapshot sees the nodes
