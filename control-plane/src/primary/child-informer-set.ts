@@ -16,6 +16,11 @@ export interface ChildInformerSetOptions {
   logger?: Logger;
   /** Called on every add/update/delete of a child on any cluster. */
   onChild: (child: ClusterSession) => void;
+  /**
+   * Called when a cluster gets a (new) client: reachable for the first time since this set
+   * started (a new leader's first check round), or again with new credentials.
+   */
+  onReachable?: (cluster: string) => void;
 }
 
 interface Running {
@@ -74,6 +79,7 @@ export class ChildInformerSet {
         done,
       });
       this.informers.set(name, informer);
+      this.options.onReachable?.(name);
     }
   }
 

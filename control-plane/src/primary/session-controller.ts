@@ -112,6 +112,17 @@ export class SessionController {
         const key = toParent(child);
         if (key) controller.enqueue(key);
       },
+      // A parent whose reconciles failed while a cluster had no client (a new leader before its
+      // first check round) waits out a growing backoff — up to a minute, longer than a fresh
+      // session's TTL without a client. Reachable again: every parent is looked at now.
+      onReachable: (cluster) => {
+        const all = parents.list();
+        logger?.info(
+          { cluster, sessions: all.length },
+          "workload cluster reachable; reconciling every session",
+        );
+        for (const p of all) controller.enqueue({ namespace: p.metadata.namespace!, name: p.metadata.name! });
+      },
     });
     this.childCaches = children.informers;
     const follow = () => children.sync(this.options.clusters);
