@@ -1,11 +1,11 @@
 // Working-set memory of containers on real nodes, as the kubelet reports it: its summary API
 // (`/stats/summary`), read through the API server's node proxy with a cluster's admin
 // kubeconfig — the figure `kubectl top` and the memory eviction logic use, per container.
-// Read with the kubeconfig's own TLS settings over node:https: the typed client's
-// `connectGetNodeProxyWithPath` escapes the path's slashes and types the JSON as a string.
-import http from "node:http";
-import https from "node:https";
+// Read as raw JSON with the kubeconfig's own credentials (the control plane's `readApiJson`):
+// the typed client's `connectGetNodeProxyWithPath` escapes the path's slashes and types the
+// JSON as a string.
 import { CoreV1Api, type KubeConfig } from "@kubernetes/client-node";
+import { readApiJson } from "../control-plane/src/member/workload-json.js";
 
 export interface ContainerMemory {
   cluster: string;
@@ -27,38 +27,7 @@ interface Summary {
   }[];
 }
 
-const READ_TIMEOUT_MS = 30_000;
 const MiB = 1024 * 1024;
-
-/** GET `path` on the API server of `kc` as JSON. */
-async function getJson<T>(kc: KubeConfig, path: string): Promise<T> {
-  const cluster = kc.getCurrentCluster();
-  if (!cluster) throw new Error("the kubeconfig has no current cluster");
-  const url = new URL(`${cluster.server.replace(/\/+$/, "")}${path}`);
-  const options: https.RequestOptions = { method: "GET", headers: { accept: "application/json" } };
-  await kc.applyToHTTPSOptions(options);
-  const send = url.protocol === "http:" ? http.request : https.request;
-  return new Promise<T>((resolve, reject) => {
-    const req = send(url, options, (res) => {
-      const chunks: Buffer[] = [];
-      res.on("data", (c: Buffer) => chunks.push(c));
-      res.on("error", reject);
-      res.on("end", () => {
-        const body = Buffer.concat(chunks).toString("utf8");
-        if (res.statusCode !== 200)
-          return reject(new Error(`GET ${url.pathname}: HTTP ${res.statusCode}: ${body.slice(0, 300)}`));
-        try {
-          resolve(JSON.parse(body) as T);
-        } catch (err) {
-          reject(err as Error);
-        }
-      });
-    });
-    req.setTimeout(READ_TIMEOUT_MS, () => req.destroy(new Error(`GET ${url.pathname} timed out`)));
-    req.on("error", reject);
-    req.end();
-  });
-}
 
 /**
  * Every container of `cluster` that `select` keeps, on every node, with its working set.
@@ -72,10 +41,9 @@ export async function containerMemory(
   const nodes = (await kc.makeApiClient(CoreV1Api).listNode()).items.map((n) => n.metadata!.name!);
   const out: ContainerMemory[] = [];
   for (const node of nodes) {
-    const summary = await getJson<Summary>(
-      kc,
-      `/api/v1/nodes/${encodeURIComponent(node)}/proxy/stats/summary`,
-    );
+    const path = `/api/v1/nodes/${encodeURIComponent(node)}/proxy/stats/summary`;
+    const summary = await readApiJson<Summary>(kc, path);
+    if (!summary) throw new Error(`GET ${path}: HTTP 404 (no node ${node}?)`);
     for (const p of summary.pods ?? [])
       for (const c of p.containers ?? []) {
         const bytes = c.memory?.workingSetBytes;

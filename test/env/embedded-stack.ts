@@ -20,10 +20,10 @@ import { startClusterSet, type ClusterSet, type ClusterUser, type TestCluster } 
 import { APP_PORT, createDemo, demoApp, TRAFFIC_OFFSET, type AppRequest } from "./demo-workload.js";
 import { Helm } from "./helm.js";
 import {
-  b64,
   demoTargetArgs,
   grantDevelopers,
   installChart,
+  primaryClusterValues,
   ROUTE_DISCOVERY_AUDIENCE,
   serviceAccountToken as token,
   STACK_NAMESPACE,
@@ -264,26 +264,19 @@ async function install(
     }),
   );
   // The Primary: management-only, the first workload cluster is the Default.
-  await installChart(helm, primary, {
-    multiCluster: {
-      enabled: true,
-      clusterName: "primary",
-      managementOnly: true,
-      defaultCluster: workloadNames[0],
-      clusters: Object.fromEntries(
-        Object.values(workloads).map((w) => [
-          w.name,
-          {
-            authType: "bearerToken",
-            server: w.cluster.server,
-            caData: b64(w.cluster.caPem),
-            namespace: STACK_NAMESPACE,
-            token: remoteTokens[w.name],
-          },
-        ]),
-      ),
-    },
-  });
+  await installChart(
+    helm,
+    primary,
+    primaryClusterValues(
+      workloadNames[0]!,
+      Object.values(workloads).map((w) => ({
+        name: w.name,
+        server: w.cluster.server,
+        caPem: w.cluster.caPem,
+        token: remoteTokens[w.name]!,
+      })),
+    ),
+  );
   await grantDevelopers(primary.kubeConfig());
 
   // Demo workload and its stand-in app in every workload cluster.

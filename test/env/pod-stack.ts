@@ -37,6 +37,7 @@ import {
   demoTargetArgs,
   grantDevelopers,
   installChart,
+  primaryClusterValues,
   serviceAccountToken,
   STACK_NAMESPACE,
 } from "./stack-install.js";
@@ -269,27 +270,15 @@ export async function startPodStack(options: PodStackOptions = {}): Promise<PodS
     await prepareNamespace(primary.kubeConfig(), ca, nodeIp("primary"));
     await installChart(h, primary, {
       ...commonValues(nodeIp("primary"), routers, controlPlanes, agentTls),
-      multiCluster: {
-        enabled: true,
-        clusterName: "primary",
-        managementOnly: true,
-        defaultCluster: workloadNames[0],
-        clusters: Object.fromEntries(
-          workloadNames.map((name) => {
-            const c = s.get(name);
-            return [
-              name,
-              {
-                authType: "bearerToken",
-                server: c.nodeNetworkServer,
-                caData: b64(c.caPem),
-                namespace: STACK_NAMESPACE,
-                token: remoteTokens[name],
-              },
-            ];
-          }),
-        ),
-      },
+      ...primaryClusterValues(
+        workloadNames[0]!,
+        workloadNames.map((name) => ({
+          name,
+          server: s.get(name).nodeNetworkServer!,
+          caPem: s.get(name).caPem,
+          token: remoteTokens[name]!,
+        })),
+      ),
     });
     await grantDevelopers(primary.kubeConfig());
     phase("charts installed");

@@ -85,3 +85,35 @@ export async function grantDevelopers(kc: KubeConfig): Promise<void> {
 export function demoTargetArgs(kubeconfigPath: string): string[] {
   return ["--kubeconfig", kubeconfigPath, "-n", "default", "-t", "deployment/demo"];
 }
+
+/** A workload cluster as the Primary's chart values name it: where, which CA, which token. */
+export interface RemoteClusterValues {
+  name: string;
+  server: string;
+  caPem: string;
+  token: string;
+}
+
+/** The Primary's `multiCluster` values: management-only, `defaultCluster` the Default, bearer tokens. */
+export function primaryClusterValues(defaultCluster: string, remotes: RemoteClusterValues[]): object {
+  return {
+    multiCluster: {
+      enabled: true,
+      clusterName: "primary",
+      managementOnly: true,
+      defaultCluster,
+      clusters: Object.fromEntries(
+        remotes.map((r) => [
+          r.name,
+          {
+            authType: "bearerToken",
+            server: r.server,
+            caData: b64(r.caPem),
+            namespace: STACK_NAMESPACE,
+            token: r.token,
+          },
+        ]),
+      ),
+    },
+  };
+}

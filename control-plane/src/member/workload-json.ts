@@ -10,17 +10,26 @@ import { ApiException, type KubeConfig } from "@kubernetes/client-node";
 const READ_TIMEOUT_MS = 30_000;
 
 /** The workload as JSON, or undefined when it does not exist; other statuses throw ApiException. */
-export async function readWorkloadJson<T>(
+export function readWorkloadJson<T>(
   kc: KubeConfig,
   kind: "deployment" | "statefulset",
   namespace: string,
   name: string,
 ): Promise<T | undefined> {
+  return readApiJson<T>(
+    kc,
+    `/apis/apps/v1/namespaces/${encodeURIComponent(namespace)}/${kind}s/${encodeURIComponent(name)}`,
+  );
+}
+
+/**
+ * GET `path` on the API server of `kc` as its own JSON, with the kubeconfig's credentials:
+ * undefined on 404; other statuses throw ApiException.
+ */
+export async function readApiJson<T>(kc: KubeConfig, path: string): Promise<T | undefined> {
   const cluster = kc.getCurrentCluster();
   if (!cluster) throw new Error("the kubeconfig has no current cluster");
-  const url = new URL(
-    `${cluster.server.replace(/\/+$/, "")}/apis/apps/v1/namespaces/${encodeURIComponent(namespace)}/${kind}s/${encodeURIComponent(name)}`,
-  );
+  const url = new URL(`${cluster.server.replace(/\/+$/, "")}${path}`);
   const options: https.RequestOptions = { method: "GET", headers: { accept: "application/json" } };
   await kc.applyToHTTPSOptions(options);
   const send = url.protocol === "http:" ? http.request : https.request;
