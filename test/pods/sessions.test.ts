@@ -51,7 +51,8 @@ async function exec(flags: string[], opts: { name?: string; user?: ClusterUser }
       process.execPath,
       join(repoRoot, "test/e2e/fixtures/local-app.mjs"),
     ]),
-    env: { LOCAL_PORT: String(localPort), LOCAL_NAME: opts.name ?? "local" },
+    // The local app fails the deployed pods' readiness check: their probes must never reach it.
+    env: { LOCAL_PORT: String(localPort), LOCAL_NAME: opts.name ?? "local", LOCAL_HEALTHZ_STATUS: "503" },
     ready: (p) => p.output().includes("local app ready"),
     readyTimeoutMs: 150_000,
     readyIntervalMs: 250,
@@ -185,7 +186,14 @@ describe("sessions on real pods", () => {
           expect(r.servedBy, `request ${i} through ${name}`).toBe("local");
           expect(r.body).toBe(`local app: GET /orders/${i}\n`);
         }
+        // A user's /healthz is stolen like any request; the kubelet's probes (every second,
+        // three failures make a pod NotReady) go to the app through the agent's probe relay.
+        const health = await get(`${w.demoUrl}/healthz`);
+        expect([health.status, health.servedBy]).toEqual([503, "local"]);
       }
+      await new Promise((r) => setTimeout(r, 4000));
+      for (const name of ["east", "west"])
+        expect(await injected(name), `${name}'s pods Ready under a steal after 4 probe periods`).toBe(true);
       // West's port is redirected inside each pod: its pod IPs are stolen too. East's is
       // taken by name, which only Services resolve: its ClusterIP is stolen.
       const west = await demoPods("west");

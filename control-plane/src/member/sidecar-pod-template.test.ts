@@ -13,6 +13,7 @@ import {
   stripSidecar,
   templateHash,
 } from "./sidecar-pod-template.js";
+import { PROBE_PORTS_ANNOTATION } from "./sidecar-probes.js";
 
 const HASH = "cd".repeat(32);
 
@@ -78,7 +79,7 @@ describe("sidecar pod template", () => {
     // A native sidecar after the redirect: started (and probed) before the app, stopped after it.
     expect(patched.spec!.initContainers!.map((c) => c.name)).toEqual([REDIRECT_CONTAINER, AGENT_CONTAINER]);
     expect(agent.restartPolicy).toBe("Always");
-    expect(agent.startupProbe?.tcpSocket?.port).toBe(9440);
+    expect(agent.startupProbe?.tcpSocket?.port).toBe(9440); // no readiness probe through the agent
     expect(patched.spec!.containers.map((c) => c.name)).toEqual(original.spec!.containers.map((c) => c.name));
     expect(hasSidecar(patched.spec)).toBe(true);
     expect(sidecarSecretHash(patched)).toBe(HASH);
@@ -113,6 +114,56 @@ describe("sidecar pod template", () => {
     const patched = injectSidecar(original, "app", HASH, { agentImage: "a:1", redirectImage: "r:1" });
     expect(canonicalJson(stripSidecar(patched))).toBe(canonicalJson(original));
     expect(templateHash(stripSidecar(patched))).toBe(templateHash(original));
+  });
+
+  it("points the app's probes on taken ports at agent relays, and strip puts them back", () => {
+    const original = template();
+    const app = original.spec!.containers[0]!;
+    app.ports![0]!.name = "http";
+    app.readinessProbe = { httpGet: { path: "/healthz", port: 8080 }, periodSeconds: 1 };
+    app.livenessProbe = { tcpSocket: { port: "http" } };
+    app.startupProbe = { grpc: { port: 8081 } };
+    const elsewhere = { httpGet: { host: "10.0.0.9", path: "/", port: 8080 } };
+    original.spec!.containers[1]!.readinessProbe = { httpGet: { path: "/", port: 15100 } };
+    const patched = injectSidecar(
+      original,
+      "app",
+      HASH,
+      { agentImage: "a:1", redirectImage: "r:1" },
+      new Set(["http"]),
+    );
+    const probed = patched.spec!.containers[0]!;
+    // 8080 is taken by name, 8081 redirected: both relayed, each once, after the traffic ports.
+    expect(probed.readinessProbe!.httpGet!.port).toBe(15103);
+    expect(probed.livenessProbe!.tcpSocket!.port).toBe(15103); // the name no longer resolves in the app
+    expect(probed.startupProbe!.grpc!.port).toBe(15104);
+    expect(patched.spec!.containers[1]!.readinessProbe!.httpGet!.port).toBe(15100); // not the target
+    const agent = patched.spec!.initContainers!.find((c) => c.name === AGENT_CONTAINER)!;
+    expect(agent.args!.filter((a) => a.startsWith("--probe-port="))).toEqual([
+      "--probe-port=8080:15103",
+      "--probe-port=8081:15104",
+    ]);
+    // The readiness probe passes through the agent, listened last: no startup probe holds the app.
+    expect(agent.startupProbe).toBeUndefined();
+    expect(JSON.parse(patched.metadata!.annotations![PROBE_PORTS_ANNOTATION]!)).toEqual({
+      readinessProbe: 8080,
+      livenessProbe: "http",
+      startupProbe: 8081,
+    });
+    expect(canonicalJson(stripSidecar(patched))).toBe(canonicalJson(original));
+    // A probe aimed at another host is not the pod's: left alone.
+    app.readinessProbe = elsewhere;
+    app.livenessProbe = undefined;
+    app.startupProbe = undefined;
+    const untouched = injectSidecar(
+      original,
+      "app",
+      HASH,
+      { agentImage: "a:1", redirectImage: "r:1" },
+      new Set(["http"]),
+    );
+    expect(untouched.spec!.containers[0]!.readinessProbe).toEqual(elsewhere);
+    expect(untouched.metadata!.annotations![PROBE_PORTS_ANNOTATION]).toBeUndefined();
   });
 
   it("adds no redirect when the container has no TCP ports", () => {

@@ -4,8 +4,9 @@
 // an init container installs iptables PREROUTING REDIRECT rules that send traffic
 // arriving at the pod for port P to the agent's port L, and the agent forwards to the
 // app on 127.0.0.1:P (locally originated traffic does not pass PREROUTING, so there is
-// no loop). Services, probes and the app's spec stay untouched; only containers are
-// added. A port a Service reaches by name (named targetPort) is instead taken by name: the
+// no loop). Services stay untouched; containers are added, and the app container's
+// kubelet probes on those ports move to agent relay ports that always reach the app
+// (sidecar-probes.ts). A port a Service reaches by name (named targetPort) is instead taken by name: the
 // agent declares that port name on its listen port and the app's port loses it, so the
 // Service's endpoints point at the agent with no privilege (and no init container).
 // The original template is kept in an annotation so it can be put back exactly.
@@ -14,6 +15,7 @@ import type { V1Container, V1PodSpec, V1PodTemplateSpec, V1SecurityContext } fro
 import { OptionError } from "../../../lib/option-error.js";
 import { GROUP } from "../../../proto/api/v1alpha1/index.js";
 import { COMPONENT_MAIN, PRODUCT_IMAGE_COMMAND } from "../../../proto/product-image.js";
+import { PROBE_PORTS_ANNOTATION, relayProbes, restoreProbes } from "./sidecar-probes.js";
 import { agentTargetView } from "./sidecar-target-view.js";
 
 export const AGENT_CONTAINER = "switchyard-agent";
@@ -203,6 +205,12 @@ export function injectSidecar(
     agentPort,
   );
   const mappings = [...byName, ...redirected].sort((a, b) => a.listenPort - b.listenPort);
+  const probes = relayProbes(
+    spec,
+    container,
+    new Set(mappings.map((m) => m.appPort)),
+    freePortsAfter(spec, agentPort, mappings, settings.trafficPortBase ?? 15100),
+  );
   const taken = new Set(byName.map((m) => m.name));
   for (const p of spec.containers.find((c) => c.name === container)?.ports ?? []) {
     if (p.name !== undefined && taken.has(p.name)) delete p.name;
@@ -220,6 +228,7 @@ export function injectSidecar(
       `--container=${container}`,
       `--secret-hash=${secretHash}`,
       ...mappings.map((m) => `--app-port=${m.appPort}:${m.listenPort}`),
+      ...probes.relays.map((r) => `--probe-port=${r.appPort}:${r.listenPort}`),
       ...targetView.args,
       ...(settings.agentTlsSecret
         ? [`--tls-cert=${AGENT_TLS_MOUNT}/tls.crt`, `--tls-key=${AGENT_TLS_MOUNT}/tls.key`]
@@ -246,12 +255,17 @@ export function injectSidecar(
         }
       : {}),
     securityContext: agentSecurityContext(),
-    // A native sidecar (an init container that keeps running): the kubelet starts it, and
-    // waits for its startup probe, before the app — so redirected ports are served from the
-    // app's first request — and stops it only after the app has exited, so a terminating
-    // pod that kube-proxy still sends traffic to never refuses it for want of an agent.
+    // A native sidecar (an init container that keeps running): the kubelet starts it before
+    // the app, and stops it only after the app has exited, so a terminating pod that
+    // kube-proxy still sends traffic to never refuses it for want of an agent. The pod must
+    // not be Ready before the agent serves its ports: when the app's readiness probe passes
+    // through the agent's relay (listened last, after every port) that already holds, and the
+    // app starts beside the agent; otherwise a startup probe holds the app back until the
+    // agent listens (the kubelet probes once a second: about 1.3 s per pod).
     restartPolicy: "Always",
-    startupProbe: { tcpSocket: { port: agentPort }, periodSeconds: 1, failureThreshold: 60 },
+    ...(probes.readinessRelayed
+      ? {}
+      : { startupProbe: { tcpSocket: { port: agentPort }, periodSeconds: 1, failureThreshold: 60 } }),
   };
   // After the redirect init container (appended below), which must finish first.
   if (settings.agentTlsSecret) {
@@ -283,15 +297,38 @@ export function injectSidecar(
   spec.initContainers = [...(spec.initContainers ?? []), agent];
   copy.metadata = {
     ...copy.metadata,
-    annotations: { ...(copy.metadata?.annotations ?? {}), [SECRET_HASH_ANNOTATION]: secretHash },
+    annotations: {
+      ...(copy.metadata?.annotations ?? {}),
+      [SECRET_HASH_ANNOTATION]: secretHash,
+      ...(probes.annotation ? { [PROBE_PORTS_ANNOTATION]: probes.annotation } : {}),
+    },
   };
   return copy;
+}
+
+/** Allocates ports no container of `spec` uses, after the agent's listen ports. */
+function freePortsAfter(
+  spec: V1PodSpec,
+  agentPort: number,
+  mappings: readonly PortMapping[],
+  base: number,
+): () => number {
+  const used = new Set<number>([agentPort, ...mappings.map((m) => m.listenPort)]);
+  for (const c of [...(spec.initContainers ?? []), ...spec.containers])
+    for (const p of c.ports ?? []) used.add(p.containerPort);
+  let next = Math.max(base, ...mappings.map((m) => m.listenPort + 1));
+  return () => {
+    while (used.has(next)) next++;
+    used.add(next);
+    return next++;
+  };
 }
 
 /** A copy of `template` with everything injectSidecar added removed (used when the workload was edited meanwhile). */
 export function stripSidecar(template: V1PodTemplateSpec): V1PodTemplateSpec {
   const copy = structuredClone(template);
   const spec = copy.spec!;
+  restoreProbes(copy, agentArg(spec, "--container=")[0]);
   restorePortNames(spec);
   spec.containers = spec.containers.filter((c) => c.name !== AGENT_CONTAINER);
   if (spec.initContainers) {
@@ -312,12 +349,18 @@ export function stripSidecar(template: V1PodTemplateSpec): V1PodTemplateSpec {
   return copy;
 }
 
+/** The values of the agent container's args that start with `prefix`. */
+function agentArg(spec: V1PodSpec, prefix: string): string[] {
+  return (agentContainer(spec)?.args ?? [])
+    .filter((a) => a.startsWith(prefix))
+    .map((a) => a.slice(prefix.length));
+}
+
 /** Gives the app's ports back the names the agent took (read from the agent's ports and args). */
 function restorePortNames(spec: V1PodSpec): void {
   const agent = agentContainer(spec);
   if (!agent) return;
-  const arg = (prefix: string) =>
-    (agent.args ?? []).filter((a) => a.startsWith(prefix)).map((a) => a.slice(prefix.length));
+  const arg = (prefix: string) => agentArg(spec, prefix);
   const app = spec.containers.find((c) => c.name === arg("--container=")[0]);
   const appPortOf = new Map(
     arg("--app-port=").map((v) => {

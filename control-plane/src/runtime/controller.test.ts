@@ -4,6 +4,7 @@ import { OptionError } from "../../../lib/option-error.js";
 import { Controller, ControllerStartedError, type Reconciler } from "./controller.js";
 import { ControllerMetrics } from "./controller-metrics.js";
 import type { ObjectKey } from "./object-key.js";
+import type { InformerHandler, ResourceInformer } from "./resource-informer.js";
 import { TerminalReconcileError, TransientReconcileError, withContext } from "./reconcile-errors.js";
 
 afterEach(() => {
@@ -26,6 +27,39 @@ async function until(cond: () => boolean, fake = false): Promise<void> {
 }
 
 describe("Controller", () => {
+  it("reconciles what a shared informer listed before the controller attached", async () => {
+    // An informer that already listed (started and synced by someone else): its adds are gone.
+    const cached = [
+      { metadata: { namespace: "ns", name: "early" } },
+      { metadata: { namespace: "ns", name: "skipped" } },
+    ];
+    const handlers = new Set<InformerHandler<(typeof cached)[number]>>();
+    const informer = {
+      what: "things",
+      subscribe: (h: InformerHandler<(typeof cached)[number]>) => (handlers.add(h), () => handlers.delete(h)),
+      list: () => cached,
+      start: async (signal: AbortSignal) =>
+        new Promise<void>((r) => signal.addEventListener("abort", () => r(), { once: true })),
+      waitForSync: async () => {},
+    } as unknown as ResourceInformer<(typeof cached)[number]>;
+    const seen: string[] = [];
+    const c = new Controller({
+      name: "t",
+      reconciler: { reconcile: async (key) => void seen.push(key.name) },
+    }).watch(informer, { predicates: [(o) => o.metadata.name !== "skipped"] });
+    const ac = new AbortController();
+    const run = c.start(ac.signal);
+    await until(() => seen.length === 1);
+    expect(seen).toEqual(["early"]);
+    // Later events still arrive through the subscription.
+    for (const h of handlers) h("update", { metadata: { namespace: "ns", name: "late" } });
+    await until(() => seen.length === 2);
+    expect(seen).toEqual(["early", "late"]);
+    ac.abort();
+    await run;
+    expect(handlers.size).toBe(0);
+  });
+
   it("validates its options", () => {
     const reconciler = { reconcile: async () => {} };
     expect(() => new Controller({ name: "Bad Name", reconciler })).toThrow(OptionError);

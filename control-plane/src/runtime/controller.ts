@@ -116,13 +116,21 @@ export class Controller {
     const predicates = options.predicates ?? [];
     this.#sources.push({
       informer: informer as unknown as ResourceInformer<KubernetesObject>,
-      attach: () =>
-        informer.subscribe((event, obj) => {
+      attach: () => {
+        const handler = (event: InformerEvent, obj: T) => {
           for (const p of predicates) if (!p(obj, event)) return;
           const keys = map(obj, event);
           if (keys === undefined) return;
           for (const k of Array.isArray(keys) ? keys : [keys]) this.enqueue(k);
-        }),
+        };
+        const detach = informer.subscribe(handler);
+        // A shared informer may have listed before this controller attached (a new leader's
+        // warm cache, a controller that publishes from the cache first): those adds went to
+        // nobody, so the cache is replayed as adds, as client-go does for a handler added to a
+        // running informer. Without it an object nobody touches again waits for the resync.
+        for (const obj of informer.list()) handler("add", obj);
+        return detach;
+      },
     });
     return this;
   }

@@ -345,6 +345,26 @@ describe("incoming traffic", () => {
     expect(app.requests).toEqual([]);
   });
 
+  it("a probe relay port reaches the app while a session steals the port", async () => {
+    const app = await startApp();
+    const { agent, traffic } = await startAgent(app.port, {
+      probePorts: [{ appPort: app.port, listenPort: 0 }],
+    });
+    const relay = agent.probeRelayPorts[0]!;
+    const c = await connectClient(agent);
+    expect((await c.subscribe(42, app.port, "steal")).ok).toBe(true);
+    // The kubelet's probe: answered by the app, never announced to the session.
+    expect((await httpCall(relay, { path: "/healthz" })).body).toBe("app GET /healthz body=");
+    expect(app.requests).toEqual(["GET /healthz"]);
+    // The port itself is still stolen.
+    const stolen = httpCall(traffic, { path: "/user" });
+    const conn = await c.nextConnection();
+    await conn.untilText("GET /user");
+    conn.write("HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nlocal");
+    expect((await stolen).body).toBe("local");
+    expect(c.announced).toHaveLength(1);
+  });
+
   it("mirrors: the app still answers and the session gets a copy", async () => {
     const app = await startApp();
     const { agent, traffic } = await startAgent(app.port);

@@ -22,6 +22,7 @@ import { parseSessionPath, sessionPath, writeRefusal } from "../../../proto/sess
 import { AgentMetrics } from "./agent-metrics.js";
 import { AgentSession } from "./agent-session.js";
 import { PortProxy } from "./incoming/port-proxy.js";
+import { ProbeRelay } from "./incoming/probe-relay.js";
 import { PortSubscriptions } from "./incoming/port-subscriptions.js";
 import type { OutgoingOptions } from "./outgoing/outgoing-tcp.js";
 import { DEFAULT_FLOW_LIMITS, type FlowLimits } from "./session-flow.js";
@@ -47,6 +48,8 @@ export interface AgentServerOptions {
   secrets: SessionSecrets;
   view: TargetView;
   ports: readonly TargetPort[];
+  /** Relay ports for the kubelet's probes of the app: always piped to the app (see incoming/probe-relay.ts). */
+  probePorts?: readonly TargetPort[];
   outgoing?: OutgoingOptions;
   /** Drop a session after this long without a protocol ping, ms (default 60 000). */
   pingTimeoutMs?: number;
@@ -73,6 +76,9 @@ export class AgentServer {
   readonly subscriptions = new PortSubscriptions();
   readonly sessions = new Map<string, AgentSession>();
   readonly proxies: PortProxy[] = [];
+  private readonly probeRelays: ProbeRelay[];
+  /** The probe relays' ports, in `probePorts` order (after listen()). */
+  readonly probeRelayPorts: number[] = [];
   private readonly server: Server;
   private readonly wss: WebSocketServer;
   private readonly log: Logger;
@@ -125,6 +131,15 @@ export class AgentServer {
         }),
       );
     }
+    this.probeRelays = (opts.probePorts ?? []).map(
+      (p) =>
+        new ProbeRelay({
+          listenPort: p.listenPort,
+          listenHost: p.listenHost ?? opts.host,
+          appHost: p.appHost ?? "127.0.0.1",
+          appPort: p.appPort,
+        }),
+    );
     this.metrics = new AgentMetrics({
       sessions: () => this.sessions.size,
       subscriptions: () => {
@@ -198,6 +213,9 @@ export class AgentServer {
     });
     for (const [i, proxy] of this.proxies.entries())
       this.trafficPorts.set(this.opts.ports[i]!.appPort, await proxy.listen());
+    // Probe relays last: the app's readiness probe through a relay means every port is served
+    // (the sidecar template relies on it to start the app beside the agent).
+    for (const relay of this.probeRelays) this.probeRelayPorts.push(await relay.listen());
     this.sweepTimer = setInterval(() => this.sweep(Date.now()), this.sweepIntervalMs);
     this.sweepTimer.unref();
     this.log.info(
@@ -221,6 +239,7 @@ export class AgentServer {
     for (const s of [...this.sessions.values()]) s.end("agent_stopping", "the agent is shutting down", 1001);
     for (const c of this.wss.clients) c.terminate();
     await Promise.all(this.proxies.map((p) => p.close()));
+    await Promise.all(this.probeRelays.map((r) => r.close()));
     await new Promise<void>((resolve) => {
       this.server.close(() => resolve());
       this.server.closeAllConnections();

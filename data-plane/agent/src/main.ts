@@ -23,6 +23,7 @@ import { TargetView, type PodSources, type TargetRef } from "./target/target-vie
 interface Flags {
   listen: string;
   appPort: string[];
+  probePort: string[];
   appHost: string;
   trafficHost?: string;
   kubeconfig?: string;
@@ -92,6 +93,19 @@ function parseAppPort(raw: string): TargetPort {
   return { appPort: app, listenPort: listen };
 }
 
+/** `8080:15102` (app port : relay port), both given. */
+function parseProbePort(raw: string): TargetPort {
+  const m = /^(\d{1,5}):(\d{1,5})$/.exec(raw);
+  const app = Number(m?.[1]);
+  const listen = Number(m?.[2]);
+  if (!m || app < 1 || app > 65535 || listen < 1 || listen > 65535)
+    throw new OptionError(
+      "--probe-port",
+      `must be APP_PORT:RELAY_PORT (e.g. 8080:15102), got ${JSON.stringify(raw)}`,
+    );
+  return { appPort: app, listenPort: listen };
+}
+
 function targetRef(f: Flags): TargetRef | undefined {
   const raw =
     f.pod ??
@@ -150,6 +164,15 @@ async function main(): Promise<void> {
         "target port(s): PORT or APP_PORT:LISTEN_PORT; repeat or comma-separate",
       )
         .env(env("APP_PORT"))
+        .argParser(collect)
+        .default([]),
+    )
+    .addOption(
+      new Option(
+        "--probe-port <ports>",
+        "APP_PORT:RELAY_PORT: a port that always forwards to the app, for the kubelet's probes; repeat or comma-separate",
+      )
+        .env(env("PROBE_PORT"))
         .argParser(collect)
         .default([]),
     )
@@ -249,6 +272,7 @@ async function main(): Promise<void> {
   const log = pino({ level: f.logLevel, base: { component: "agent" } });
 
   const ports = f.appPort.map(parseAppPort);
+  const probePorts = f.probePort.map(parseProbePort);
   if (ports.length === 0)
     log.warn("no --app-port: the agent owns no target port, so subscriptions will be refused");
   if ((f.tlsCert === undefined) !== (f.tlsKey === undefined))
@@ -284,6 +308,11 @@ async function main(): Promise<void> {
       appHost: f.appHost,
       ...(f.trafficHost ? { listenHost: f.trafficHost } : {}),
     })),
+    probePorts: probePorts.map((p) => ({
+      ...p,
+      appHost: f.appHost,
+      ...(f.trafficHost ? { listenHost: f.trafficHost } : {}),
+    })),
     outgoing: f.outboundBind ? { bindAddress: f.outboundBind } : {},
     pingTimeoutMs,
     resumeGraceMs,
@@ -310,6 +339,7 @@ async function main(): Promise<void> {
       env: fromPod.env ? "pod" : ref ? "api" : "none",
       files: fromPod.files ? "pod" : ref ? "api" : "none",
       ports,
+      probePorts,
       outboundBind: f.outboundBind,
     },
     "agent starting",
