@@ -137,21 +137,16 @@ describe("images built from the project", () => {
   });
 
   it("runs the sidecar's redirect init container from the iptables image, and the demo app", async () => {
+    const app: V1Container = {
+      name: "app",
+      image: DEMO_APP_IMAGE,
+      imagePullPolicy: "Never",
+      env: [{ name: "CLUSTER", value: "east" }],
+      ports: [{ containerPort: DEMO_APP_PORT }],
+      readinessProbe: { httpGet: { path: "/healthz", port: DEMO_APP_PORT }, periodSeconds: 1 },
+    };
     const template = injectSidecar(
-      {
-        spec: {
-          containers: [
-            {
-              name: "app",
-              image: DEMO_APP_IMAGE,
-              imagePullPolicy: "Never",
-              env: [{ name: "CLUSTER", value: "east" }],
-              ports: [{ containerPort: DEMO_APP_PORT }],
-              readinessProbe: { httpGet: { path: "/healthz", port: DEMO_APP_PORT }, periodSeconds: 1 },
-            },
-          ],
-        },
-      },
+      { spec: { containers: [structuredClone(app)] } },
       "app",
       "0".repeat(64),
       { agentImage: PRODUCT_IMAGE, redirectImage: REDIRECT_IMAGE, imagePullPolicy: "Never" },
@@ -174,7 +169,9 @@ describe("images built from the project", () => {
         spec: {
           terminationGracePeriodSeconds: 1,
           initContainers: [redirect],
-          containers: [template.spec!.containers[0]!, standIn],
+          // The app as written (the template points its probe at the agent's relay, which the
+          // stand-in does not serve): its probe by pod IP is redirected to the stand-in too.
+          containers: [app, standIn],
         },
       },
     });
