@@ -115,6 +115,9 @@ export async function startK6Stack(agentCount: number): Promise<K6Stack> {
       [
         "--listen",
         "127.0.0.1:0",
+        // Not the default fixed admin port: another router on this machine may hold it.
+        "--admin-listen",
+        "127.0.0.1:0",
         "--control-plane",
         discoveryUrl,
         "--control-plane-ca",

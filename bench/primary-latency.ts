@@ -45,6 +45,7 @@ import {
   putConfigMap,
   putCredentialSecret,
 } from "../test/integration/control-plane/remote-fixtures.js";
+import { parseSessionKey } from "../proto/session-endpoint.js";
 import { eventually } from "../test/support/poll.js";
 import { pct, round, summary, writeResult } from "./stats-support.js";
 
@@ -169,7 +170,11 @@ export async function runPrimaryLatencyBench(
         sink: {
           apply(d: RouteDelta) {
             const t = performance.now();
-            for (const r of d.upserts) if (!seen.has(r.sessionId)) seen.set(r.sessionId, t);
+            // Routes are keyed <namespace>:<name>; the bench tracks parents by name.
+            for (const r of d.upserts) {
+              const name = parseSessionKey(r.sessionId)?.name ?? r.sessionId;
+              if (!seen.has(name)) seen.set(name, t);
+            }
           },
         },
         liveSessions: () => [],

@@ -231,7 +231,16 @@ export async function runRouterBench(
     for (let i = 0; i < opts.idleSessions; i++) routes.push(route(`idle-${i}`, ["east", "west", "north"]));
     const routesFile = join(dir, "routes.json");
     writeFileSync(routesFile, JSON.stringify(routes));
-    const routerArgs = ["--listen", "127.0.0.1:0", "--routes-file", routesFile, "--log-level", "info"];
+    const routerArgs = [
+      "--listen",
+      "127.0.0.1:0",
+      "--admin-listen",
+      "127.0.0.1:0",
+      "--routes-file",
+      routesFile,
+      "--log-level",
+      "info",
+    ];
     if (opts.unmasked) routerArgs.push("--upstream-unmasked");
     const router = await spawnTs(
       "data-plane/router/src/main.ts",
@@ -243,6 +252,8 @@ export async function runRouterBench(
     );
     procs.push(router);
     const routerPort = router.ready.port as number;
+    // /debug/memory is on the admin port (the "router listening" line names both).
+    const routerAdminPort = router.ready.adminPort as number;
     const routerUrl = (s: string) => `ws://127.0.0.1:${routerPort}/v1/sessions/${s}`;
 
     const targets = {
@@ -267,7 +278,7 @@ export async function runRouterBench(
     const ROUNDS = 5;
     // Router CPU (user + system) spent per ping, to tell router work from scheduling.
     const routerCpuMicros = async () => {
-      const m = (await (await fetch(`http://127.0.0.1:${routerPort}/debug/memory`)).json()) as {
+      const m = (await (await fetch(`http://127.0.0.1:${routerAdminPort}/debug/memory`)).json()) as {
         cpu: { user: number; system: number };
       };
       return m.cpu.user + m.cpu.system;
@@ -338,7 +349,7 @@ export async function runRouterBench(
 
     log(`idle: ${opts.idleSessions} sessions × 3 upstreams`);
     const mem = async () =>
-      (await (await fetch(`http://127.0.0.1:${routerPort}/debug/memory?gc=1`)).json()) as {
+      (await (await fetch(`http://127.0.0.1:${routerAdminPort}/debug/memory?gc=1`)).json()) as {
         heapUsed: number;
         rss: number;
       };

@@ -2,13 +2,14 @@
 // API servers, the Helm chart, control planes, routers and process agents):
 //   1. create -> status.phase Ready as the CLI sees it (KubeSessions.create + waitReady with
 //      the developer's kubeconfig): the first session (process agents start) and later ones;
-//   2. Ready -> the session present in /debug/routes of every Primary router (polled);
+//   2. Ready -> the session present in /debug/routes of every Primary router (its admin port, polled);
 //   3. push cost versus table size (route-push-support.ts, no stack needed);
 //   4. RSS of the Primary control-plane process before/after M extra sessions.
 // Numbers only; nothing here asserts speed.
 import { execFileSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { KubeSessions, type SessionHandle } from "../cli/src/sdk/kube/kube-sessions.js";
+import { sessionKey } from "../proto/session-endpoint.js";
 import { readOperator } from "../cli/src/sdk/kube/operator-info.js";
 import { startEmbeddedStack, type EmbeddedStack } from "../test/env/embedded-stack.js";
 import { eventually } from "../test/support/poll.js";
@@ -56,12 +57,11 @@ function primaryControlPlanePid(): number {
   return mine[0]!;
 }
 
-/** Polls every Primary router's /debug/routes until each lists the session; ms taken. */
-async function untilOnAllRouters(routerUrls: string[], id: string, timeoutMs = 30_000): Promise<number> {
+/** Polls every Primary router's /debug/routes (on its admin port) until each lists the session; ms taken. */
+async function untilOnAllRouters(adminUrls: string[], id: string, timeoutMs = 30_000): Promise<number> {
   const t0 = performance.now();
-  const bases = routerUrls.map((u) => u.replace(/^ws/, "http"));
   await Promise.all(
-    bases.map((b) =>
+    adminUrls.map((b) =>
       // No pause between polls: the time to the routers is what is measured.
       eventually(
         `${id} on router ${b}`,
@@ -98,7 +98,10 @@ async function stackPart(stack: EmbeddedStack, o: SessionsBenchOptions) {
 
   const first = await openOne(kube, op);
   handles.push(first.h);
-  const firstToRouters = await untilOnAllRouters(stack.primaryRouterUrls, first.h.id);
+  const firstToRouters = await untilOnAllRouters(
+    stack.primaryRouterAdminUrls,
+    sessionKey(NAMESPACE, first.h.id),
+  );
   console.log(
     `first session: create -> Ready ${first.ms.toFixed(1)} ms, Ready -> routers ${firstToRouters.toFixed(1)} ms`,
   );
@@ -109,7 +112,7 @@ async function stackPart(stack: EmbeddedStack, o: SessionsBenchOptions) {
     const s = await openOne(kube, op);
     handles.push(s.h);
     ready.push(s.ms);
-    toRouters.push(await untilOnAllRouters(stack.primaryRouterUrls, s.h.id));
+    toRouters.push(await untilOnAllRouters(stack.primaryRouterAdminUrls, sessionKey(NAMESPACE, s.h.id)));
   }
   console.log("later sessions create -> Ready:", summary(ready));
   console.log("Ready -> all Primary routers:", summary(toRouters));

@@ -13,7 +13,16 @@ import {
   newSecret,
   secretMatches,
 } from "./session-auth.js";
-import { parseRefusal, parseSessionPath, sessionPath, sessionUrl, writeRefusal } from "./session-endpoint.js";
+import {
+  parseRefusal,
+  parseSessionKey,
+  parseSessionPath,
+  SESSION_ID_MAX_LENGTH,
+  sessionKey,
+  sessionPath,
+  sessionUrl,
+  writeRefusal,
+} from "./session-endpoint.js";
 
 describe("session auth", () => {
   it("hashes to 64 lowercase hex and matches only the right secret", () => {
@@ -43,7 +52,31 @@ describe("session endpoint", () => {
     expect(parseSessionPath(sessionPath("abc"))).toBe("abc");
     for (const bad of ["/v1/sessions/", "/v1/sessions/a/b", "/v2/sessions/a", "/v1/sessions/-a", undefined])
       expect(parseSessionPath(bad)).toBeUndefined();
-    expect(parseSessionPath("/v1/sessions/" + "a".repeat(254))).toBeUndefined();
+    expect(parseSessionPath("/v1/sessions/" + "a".repeat(317))).toBe("a".repeat(317));
+    expect(parseSessionPath("/v1/sessions/" + "a".repeat(318))).toBeUndefined();
+  });
+
+  it("keys a session object by namespace and name, which no other object shares", () => {
+    expect(sessionKey("shop", "mc-0123456789abcdef")).toBe("shop:mc-0123456789abcdef");
+    expect(sessionKey("shop", "mc-0123456789abcdef")).not.toBe(sessionKey("tenant-b", "mc-0123456789abcdef"));
+    expect(parseSessionKey("shop:mc-0123456789abcdef-east")).toEqual({
+      namespace: "shop",
+      name: "mc-0123456789abcdef-east",
+    });
+    const longest = sessionKey("n".repeat(63), "a".repeat(253));
+    expect(longest).toHaveLength(SESSION_ID_MAX_LENGTH);
+    expect(parseSessionPath(sessionPath(longest))).toBe(longest);
+    for (const [ns, name] of [
+      ["Shop", "x"],
+      ["a:b", "x"],
+      ["shop", "x:y"],
+      ["shop", ""],
+      ["", "x"],
+      ["shop", "a".repeat(254)],
+    ])
+      expect(() => sessionKey(ns!, name!)).toThrow(/RFC 1123 label/);
+    for (const bad of ["mc-0123456789abcdef", "shop:", ":x", "Shop:x", "shop:x:y"])
+      expect(parseSessionKey(bad)).toBeUndefined();
   });
 
   it("builds session URLs on a base, keeping a full session URL", () => {

@@ -8,11 +8,43 @@ import { STATUS_CODES } from "node:http";
 export const SESSION_PATH_PREFIX = "/v1/sessions/";
 
 /**
- * Session ids: a child ClusterSession name, a parent id, or `<namespace>:<name>` for
- * sessions keyed across namespaces; 1–253 characters of [A-Za-z0-9._:-], starting with
- * an alphanumeric.
+ * Session ids: what routers and agents key a session by. The control plane routes every
+ * session object by its key `<namespace>:<name>` (sessionKey below); static routes and test
+ * peers may use any other id. 1–317 characters of [A-Za-z0-9._:-] (a 63-character namespace,
+ * the colon and a 253-character name), starting with an alphanumeric.
  */
-const SESSION_PATH = /^\/v1\/sessions\/([A-Za-z0-9][A-Za-z0-9._:-]{0,252})$/;
+const SESSION_PATH = /^\/v1\/sessions\/([A-Za-z0-9][A-Za-z0-9._:-]{0,316})$/;
+
+/** Longest session id: a namespace (63), ":" and an object name (253). */
+export const SESSION_ID_MAX_LENGTH = 317;
+
+const NAMESPACE = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
+const OBJECT_NAME = /^(?=.{1,253}$)[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/;
+
+/**
+ * The key of a session object (MultiClusterSession or ClusterSession) in every routing
+ * table, live-session report and session URL: `<namespace>:<name>`. Object names are only
+ * unique within a namespace, so a name alone would let a same-named session of another
+ * namespace replace, remove or attach to this one; neither part can contain ":", so two
+ * objects never share a key.
+ */
+export function sessionKey(namespace: string, name: string): string {
+  if (!NAMESPACE.test(namespace) || !OBJECT_NAME.test(name))
+    throw new RangeError(
+      `session key of ${JSON.stringify(namespace)}/${JSON.stringify(name)}: ` +
+        "the namespace must be an RFC 1123 label and the name a DNS subdomain",
+    );
+  return `${namespace}:${name}`;
+}
+
+/** The namespace and name of a session key, or undefined when `id` is not one. */
+export function parseSessionKey(id: string): { namespace: string; name: string } | undefined {
+  const colon = id.indexOf(":");
+  if (colon < 0) return undefined;
+  const namespace = id.slice(0, colon);
+  const name = id.slice(colon + 1);
+  return NAMESPACE.test(namespace) && OBJECT_NAME.test(name) ? { namespace, name } : undefined;
+}
 
 /** The session id of a request path (query ignored), or undefined when it is not a session path. */
 export function parseSessionPath(requestUrl: string | undefined): string | undefined {

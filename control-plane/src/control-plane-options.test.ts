@@ -36,6 +36,31 @@ describe("parseControlPlaneArgs", () => {
     expect(o.maxConnectionAgeMs).toBe(30 * 60_000);
   });
 
+  it("parses the session allow-list, the same on a Primary and a member", () => {
+    for (const mode of [
+      ["--mode", "primary"],
+      ["--mode", "member", "--router-endpoint", "ws://gw:1"],
+    ]) {
+      const o = parseControlPlaneArgs(
+        [
+          ...mode,
+          ...base,
+          "--allowed-namespaces",
+          "shop,team-a",
+          "--allowed-target-kinds",
+          "deployment",
+          "--allowed-targets",
+          "shop/deployment/web,team-*/*/api-*",
+        ],
+        {},
+      );
+      expect(o.allowedNamespaces).toEqual(["shop", "team-a"]);
+      expect(o.allowedTargetKinds).toEqual(["deployment"]);
+      expect(o.allowedTargets).toEqual(["shop/deployment/web", "team-*/*/api-*"]);
+    }
+    expect(parseControlPlaneArgs(["--mode", "primary", ...base], {}).allowedTargets).toEqual([]);
+  });
+
   it("takes the RouteDiscovery connection age in seconds", () => {
     const o = parseControlPlaneArgs(
       ["--mode", "primary", ...base, "--max-connection-age-seconds", "1.5"],
@@ -145,6 +170,9 @@ describe("parseControlPlaneArgs", () => {
       "--agent-kubeconfig",
     ],
     [["--mode", "primary", ...base, "--allowed-target-kinds", "job"], "--allowed-target-kinds"],
+    [["--mode", "primary", ...base, "--allowed-namespaces", "shop,Team_B"], "--allowed-namespaces"],
+    [["--mode", "primary", ...base, "--allowed-targets", "shop/web"], "--allowed-targets"],
+    [["--mode", "primary", ...base, "--allowed-targets", "shop/job/web"], "--allowed-targets"],
     [
       ["--mode", "primary", ...base, "--leader-lease-duration-seconds", "5"],
       "--leader-renew-deadline-seconds",

@@ -7,6 +7,7 @@ import { isIP } from "node:net";
 import { hostname } from "node:os";
 import { Command, Option } from "commander";
 import { OptionError } from "../../lib/option-error.js";
+import { parseTargetPattern } from "./allow-list/index.js";
 import { MAX_CONNECTION_AGE_LIMIT_MS } from "./route-discovery/index.js";
 
 export type ControlPlaneMode = "primary" | "member" | "both";
@@ -43,8 +44,10 @@ export interface ControlPlaneOptions {
    * streams spread over every replica, ms (default 1 800 000 = 30 min).
    */
   maxConnectionAgeMs: number;
+  /** Session allow-list (every cluster enforces its own): namespaces, kinds, `<ns>/<kind>/<name>` patterns; [] = all. */
   allowedNamespaces: string[];
   allowedTargetKinds: string[];
+  allowedTargets: string[];
   leaseDurationMs: number;
   renewDeadlineMs: number;
   retryPeriodMs: number;
@@ -160,6 +163,10 @@ export function parseControlPlaneArgs(
     )
     .option("--allowed-namespaces <list>", "comma-separated namespaces sessions may use (default: all)")
     .option("--allowed-target-kinds <list>", "comma-separated target kinds sessions may use (default: all)")
+    .option(
+      "--allowed-targets <list>",
+      "comma-separated <namespace>/<kind>/<name> patterns (* = any run of characters in a part) of targets sessions may use (default: all)",
+    )
     .option("--leader-lease-duration-seconds <s>", "Lease duration", "15")
     .option(
       "--leader-renew-deadline-seconds <s>",
@@ -341,6 +348,13 @@ export function parseControlPlaneArgs(
       throw new OptionError("--allowed-target-kinds", `"${k}" is not one of deployment, statefulset, pod`);
     }
   }
+  const allowedNamespaces = list(o.allowedNamespaces as string | undefined);
+  for (const n of allowedNamespaces) {
+    if (!/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/.test(n))
+      throw new OptionError("--allowed-namespaces", `"${n}" is not a namespace name (RFC 1123 label)`);
+  }
+  const allowedTargets = list(o.allowedTargets as string | undefined);
+  for (const t of allowedTargets) parseTargetPattern(t, "--allowed-targets");
   return {
     mode,
     clusterName,
@@ -356,8 +370,9 @@ export function parseControlPlaneArgs(
     routerServiceAccounts,
     routerTokenAudience: o.routerTokenAudience as string | undefined,
     maxConnectionAgeMs,
-    allowedNamespaces: list(o.allowedNamespaces as string | undefined),
+    allowedNamespaces,
     allowedTargetKinds: kinds,
+    allowedTargets,
     leaseDurationMs,
     renewDeadlineMs,
     retryPeriodMs,

@@ -12,8 +12,11 @@ import { KubeConfig } from "@kubernetes/client-node";
 import { pino, type Logger } from "pino";
 import { Registry } from "prom-client";
 import { OptionError } from "../../lib/option-error.js";
+import type { TargetKind } from "../../proto/api/v1alpha1/index.js";
+import type { SessionAllowListOptions } from "./allow-list/index.js";
 import type { ControlPlaneOptions } from "./control-plane-options.js";
 import { HealthServer } from "./health-server.js";
+import { LiveSessionCounts } from "./live-session-counts.js";
 import { runOperatorIdentity } from "./operator-identity.js";
 import { LeaseElector } from "./leader/lease-elector.js";
 import { ClusterRegistryMetrics } from "./metrics/cluster-registry-metrics.js";
@@ -114,6 +117,12 @@ export async function startControlPlane(
 
   const isMember = o.mode === "member" || o.mode === "both";
   const isPrimary = o.mode === "primary" || o.mode === "both";
+  // One allow-list, enforced by the Primary on parents and by the member on every ClusterSession.
+  const allowList: SessionAllowListOptions = {
+    ...(o.allowedNamespaces.length > 0 ? { namespaces: o.allowedNamespaces } : {}),
+    ...(o.allowedTargetKinds.length > 0 ? { targetKinds: o.allowedTargetKinds as TargetKind[] } : {}),
+    ...(o.allowedTargets.length > 0 ? { targets: o.allowedTargets } : {}),
+  };
   const member = isMember
     ? new MemberController({
         kubeConfig: kc,
@@ -121,6 +130,7 @@ export async function startControlPlane(
         provisioner: provisionerFor(o, kc, logger),
         routes,
         secretNamespace: o.namespace,
+        allowList,
         ...(o.agentCaPem ? { agentCaPem: o.agentCaPem } : {}),
         ...(o.agentTlsServerName ? { agentServerName: o.agentTlsServerName } : {}),
         // With a Primary in the same process, the session controller publishes the table.
@@ -139,6 +149,8 @@ export async function startControlPlane(
   }
   const leaderWork: Array<(leading: AbortSignal) => Promise<void>> = [];
   if (member) leaderWork.push((leading) => member.start(leading));
+  const parts: Promise<void>[] = [];
+  let clusterRegistry: ClusterRegistry | undefined;
   leaderWork.push((leading) =>
     runOperatorIdentity(
       kc,
@@ -147,14 +159,19 @@ export async function startControlPlane(
         clusterName: o.clusterName,
         routerEndpoint: o.routerEndpoint,
         defaultNamespace: o.allowedNamespaces[0] ?? "default",
+        // Advertise MultiClusterPrimary only while the configuration in force enables it.
+        ...(isPrimary ? { multiClusterEnabled: () => clusterRegistry?.config()?.enabled } : {}),
+        sessions: new LiveSessionCounts({
+          kubeConfig: kc,
+          parents: isPrimary,
+          ...(member ? { children: member.sessions } : {}),
+          logger,
+        }),
       },
       leading,
       logger,
     ),
   );
-
-  const parts: Promise<void>[] = [];
-  let clusterRegistry: ClusterRegistry | undefined;
   // Readiness: the leader once its table is complete; a standby at once. A standby never
   // completes a table, and a Deployment whose standby is never Ready never finishes a
   // rollout (helm --wait, kubectl rollout status, every upgrade with maxUnavailable 0). A
@@ -188,12 +205,7 @@ export async function startControlPlane(
       heartbeat,
       routes,
       ...(o.gatewayCaPem ? { gatewayCaPem: o.gatewayCaPem } : {}),
-      allowList: {
-        ...(o.allowedNamespaces.length > 0 ? { namespaces: o.allowedNamespaces } : {}),
-        ...(o.allowedTargetKinds.length > 0
-          ? { targetKinds: o.allowedTargetKinds as ("deployment" | "statefulset" | "pod")[] }
-          : {}),
-      },
+      allowList,
       logger,
       metrics: new SessionMetrics(registry),
       controllerMetrics,

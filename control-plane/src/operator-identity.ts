@@ -1,9 +1,12 @@
 // What this cluster's control plane advertises about itself in the SwitchyardOperator
 // `operator`: operator and protocol versions, supported features (the CLI picks single- or
 // multi-cluster sessions from them; a Primary reads a member's), the router endpoint the CLI
-// connects to, and the default namespace. Written by the leader on every term and then
-// periodically, as a merge patch of these status fields only — the cluster registry owns
-// spec, connectedClusters and its conditions.
+// connects to, the default namespace and how many sessions it serves (live-session-counts.ts).
+// Features are what is enabled, not what the binary could do: `MultiClusterPrimary` only
+// while the configuration in force enables multi-cluster sessions. Written by the leader on
+// every term, within a second of any change (a configuration reload, a session count), and
+// every `intervalMs` regardless, as a merge patch of these status fields only — the cluster
+// registry owns spec, connectedClusters and its conditions.
 import type { KubeConfig } from "@kubernetes/client-node";
 import type { Logger } from "pino";
 import { sleep } from "../../lib/abortable-sleep.js";
@@ -15,6 +18,7 @@ import {
   type SwitchyardOperatorStatus,
 } from "../../proto/api/v1alpha1/index.js";
 import type { ControlPlaneMode } from "./control-plane-options.js";
+import type { SessionCounts } from "./live-session-counts.js";
 
 /** Version of this control plane (kept in step with package.json by the release). */
 export const OPERATOR_VERSION = "0.1.0";
@@ -24,29 +28,50 @@ export interface OperatorIdentity {
   clusterName: string;
   routerEndpoint: string | undefined;
   defaultNamespace: string;
+  /**
+   * Primary and both: whether the configuration in force enables multi-cluster sessions;
+   * undefined while it is not loaded (nothing is published until it is). Default: enabled.
+   */
+  multiClusterEnabled?: () => boolean | undefined;
+  /** Live sessions served here; runs per leadership term. Default: `status.sessions` not written. */
+  sessions?: {
+    start(signal: AbortSignal): Promise<void>;
+    /** undefined while not known yet. */
+    counts(): SessionCounts | undefined;
+  };
 }
 
-export function featuresFor(mode: ControlPlaneMode): KnownFeature[] {
+/** Features of `mode` as configured: `MultiClusterPrimary` only with multi-cluster enabled. */
+export function featuresFor(mode: ControlPlaneMode, multiClusterEnabled = true): KnownFeature[] {
   const f: KnownFeature[] = [];
-  if (mode === "primary" || mode === "both") f.push("MultiClusterPrimary");
+  if ((mode === "primary" || mode === "both") && multiClusterEnabled) f.push("MultiClusterPrimary");
   if (mode === "member" || mode === "both") f.push("MultiClusterMember");
   // Clients may lose a router and resume the same session through another one.
   f.push("LayerReconnect");
   return f;
 }
 
-export function identityStatus(id: OperatorIdentity): Partial<SwitchyardOperatorStatus> {
+/** The status fields to publish now; undefined while the configuration is not loaded. */
+export function identityStatus(id: OperatorIdentity): Partial<SwitchyardOperatorStatus> | undefined {
+  const enabled = id.multiClusterEnabled ? id.multiClusterEnabled() : true;
+  if (enabled === undefined) return undefined;
+  const sessions = id.sessions?.counts();
   return {
     operatorVersion: OPERATOR_VERSION,
     protocolVersion: `${PROTOCOL_VERSION_MAX}.0.0`,
-    supportedFeatures: featuresFor(id.mode),
+    supportedFeatures: featuresFor(id.mode, enabled),
     defaultNamespace: id.defaultNamespace,
     ...(id.routerEndpoint ? { routerEndpoint: id.routerEndpoint } : {}),
+    ...(sessions ? { sessions } : {}),
   };
 }
 
-/** Creates `operator` if missing and patches this process's identity into its status. */
-export async function publishOperatorIdentity(kc: KubeConfig, id: OperatorIdentity): Promise<void> {
+/** Creates `operator` if missing and patches `status` (identityStatus) into its status. */
+export async function publishOperatorIdentity(
+  kc: KubeConfig,
+  id: OperatorIdentity,
+  status: Partial<SwitchyardOperatorStatus>,
+): Promise<void> {
   const client = switchyardOperatorClient(kc, { fieldManager: "switchyard-operator-identity" });
   const ref = { name: OPERATOR_OBJECT_NAME };
   if (!(await client.get(ref))) {
@@ -59,25 +84,43 @@ export async function publishOperatorIdentity(kc: KubeConfig, id: OperatorIdenti
       if ((err as { code?: number }).code !== 409) throw err; // the registry made it first
     }
   }
-  await client.patchStatus(ref, identityStatus(id));
+  await client.patchStatus(ref, status);
 }
 
-/** Publishes now and every `intervalMs` until `signal` aborts (the leadership term). */
+/**
+ * Publishes while `signal` lives (the leadership term): as soon as the status is known, again
+ * whenever it changes (checked every `refreshMs`, in memory), and every `intervalMs` anyway
+ * (repairs an edit by hand or a lost write).
+ */
 export async function runOperatorIdentity(
   kc: KubeConfig,
   id: OperatorIdentity,
   signal: AbortSignal,
   logger: Logger,
   intervalMs = 60_000,
+  refreshMs = 1_000,
 ): Promise<void> {
+  const counting = id.sessions?.start(signal).catch((err: Error) => {
+    logger.warn({ err: err.message }, "counting sessions failed; status.sessions is not updated");
+  });
+  let published: string | undefined;
+  let publishedAt = -Infinity;
+  let retryAt = -Infinity;
   while (!signal.aborted) {
-    let wait = intervalMs;
-    try {
-      await publishOperatorIdentity(kc, id);
-    } catch (err) {
-      logger.warn({ err: (err as Error).message }, "publishing the operator identity failed; retrying");
-      wait = Math.min(intervalMs, 5_000);
+    const status = identityStatus(id);
+    const now = Date.now();
+    const text = JSON.stringify(status);
+    if (status && now >= retryAt && (text !== published || now - publishedAt >= intervalMs)) {
+      try {
+        await publishOperatorIdentity(kc, id, status);
+        published = text;
+        publishedAt = now;
+      } catch (err) {
+        logger.warn({ err: (err as Error).message }, "publishing the operator identity failed; retrying");
+        retryAt = now + Math.min(intervalMs, 5_000);
+      }
     }
-    await sleep(wait, signal);
+    await sleep(refreshMs, signal);
   }
+  await counting;
 }

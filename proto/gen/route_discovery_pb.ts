@@ -42,7 +42,11 @@ export const file_route_discovery: GenFile = /*@__PURE__*/
  */
 export type SessionRoute = Message<"switchyard.routes.v1.SessionRoute"> & {
   /**
-   * e.g. "mc-0123456789abcdef" (parent) or "mc-0123456789abcdef-east" (child).
+   * The session object's key "<namespace>:<name>" (proto/session-endpoint.ts sessionKey),
+   * e.g. "shop:mc-0123456789abcdef" (parent) or "shop:mc-0123456789abcdef-east" (child);
+   * clients and gateways connect to /v1/sessions/<session_id>. Never a name alone: names
+   * are unique only within a namespace, and a same-named session of another namespace
+   * must not replace, remove or attach to this one. 1-317 characters.
    *
    * @generated from field: string session_id = 1;
    */
@@ -202,6 +206,8 @@ export const ErrorDetailSchema: GenMessage<ErrorDetail> = /*@__PURE__*/
  */
 export type LiveSessions = Message<"switchyard.routes.v1.LiveSessions"> & {
   /**
+   * session_id of each SessionRoute with a live client ("<namespace>:<name>").
+   *
    * @generated from field: repeated string session_ids = 1;
    */
   sessionIds: string[];
@@ -246,6 +252,8 @@ export type DiscoveryResponse = Message<"switchyard.routes.v1.DiscoveryResponse"
   upserts: SessionRoute[];
 
   /**
+   * session_id of each route to drop.
+   *
    * @generated from field: repeated string removes = 5;
    */
   removes: string[];

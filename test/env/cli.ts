@@ -128,6 +128,12 @@ program
     for (const w of Object.values(stack.workloads)) {
       console.log(`${w.name.padEnd(14)} app ${w.appUrl}   through its agent ${w.trafficUrl}`);
     }
+    // The routers' admin ports: /metrics and /debug/* are not on the session ports.
+    const admin = [
+      ...stack.primaryRouterAdminUrls.map((u, i) => `primary-router-${i} ${u}`),
+      ...Object.values(stack.workloads).map((w) => `${w.name}-router ${w.routerAdminUrl}`),
+    ];
+    console.log(`router admin   /metrics, /debug/routes, /debug/memory on: ${admin.join(", ")}`);
     const curls = Object.values(stack.workloads)
       .map((w) => `  curl ${w.trafficUrl}/   # through ${w.name}: answered by your local process\n`)
       .join("");

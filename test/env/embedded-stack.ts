@@ -70,6 +70,8 @@ export interface WorkloadClusterHandle {
   /** Where requests reach the target through its agent (what a Service would route to). */
   trafficUrl: string;
   routerUrl: string;
+  /** This cluster's router's admin port: /metrics, /debug/routes, /debug/memory (plain HTTP). */
+  routerAdminUrl: string;
   /** Requests the demo app answered, newest last. */
   appRequests: AppRequest[];
 }
@@ -78,6 +80,8 @@ export interface EmbeddedStack {
   set: ClusterSet;
   primary: TestCluster;
   primaryRouterUrls: string[];
+  /** The Primary routers' admin ports, in the same order: /metrics, /debug/routes, /debug/memory. */
+  primaryRouterAdminUrls: string[];
   workloads: Record<string, WorkloadClusterHandle>;
   /** A developer allowed to open sessions in namespace "default" on the Primary. */
   developer: ClusterUser;
@@ -234,7 +238,10 @@ async function install(
   options: EmbeddedStackOptions,
 ): Promise<Installed> {
   const primary = set.get("primary");
-  const ports = await freePorts((options.primaryRouters ?? 2) + workloadNames.length);
+  const routerCount = (options.primaryRouters ?? 2) + workloadNames.length;
+  // A session port and an admin port per router.
+  const ports = await freePorts(2 * routerCount);
+  const adminPorts = ports.slice(routerCount);
   const primaryRouterPorts = ports.slice(0, options.primaryRouters ?? 2);
   const workloads: Record<string, WorkloadClusterHandle> = {};
   workloadNames.forEach((name, i) => {
@@ -246,6 +253,7 @@ async function install(
       appUrl: `http://${ip}:${APP_PORT}`,
       trafficUrl: `http://${ip}:${APP_PORT + TRAFFIC_OFFSET}`,
       routerUrl: `ws://127.0.0.1:${ports[primaryRouterPorts.length + i]}`,
+      routerAdminUrl: `http://127.0.0.1:${adminPorts[primaryRouterPorts.length + i]}`,
       appRequests: [],
     };
   });
@@ -305,11 +313,18 @@ async function install(
     "--health-check-interval-seconds=5",
     ...leader,
   ];
-  const routerFor = async (cl: TestCluster, name: string, port: number, grpcUrl: string) => {
+  const routerFor = async (
+    cl: TestCluster,
+    name: string,
+    port: number,
+    adminUrl: string,
+    grpcUrl: string,
+  ) => {
     const tokFile = join(secrets, `${name}.token`);
     writeFileSync(tokFile, await token(cl.kubeConfig(), "switchyard-router", [AUDIENCE]), { mode: 0o600 });
     return startProcess(c, name, "data-plane/router/src/main.ts", [
       `--listen=127.0.0.1:${port}`,
+      `--admin-listen=${new URL(adminUrl).host}`,
       `--control-plane=${grpcUrl}`,
       "--control-plane-plaintext",
       `--token-file=${tokFile}`,
@@ -344,6 +359,7 @@ async function install(
         w.cluster,
         `${w.name}-router`,
         Number(new URL(w.routerUrl).port),
+        w.routerAdminUrl,
         cp.ready.grpc as string,
       );
     }),
@@ -361,9 +377,18 @@ async function install(
     ...common(primary, primaryKc),
     `--router-endpoint=ws://127.0.0.1:${primaryRouterPorts[0]}`,
   ]);
+  const primaryRouterAdminUrls = primaryRouterPorts.map((_, i) => `http://127.0.0.1:${adminPorts[i]}`);
   const primaryRouters: Proc[] = [];
   for (const [i, port] of primaryRouterPorts.entries()) {
-    primaryRouters.push(await routerFor(primary, `primary-router-${i}`, port, cp.ready.grpc as string));
+    primaryRouters.push(
+      await routerFor(
+        primary,
+        `primary-router-${i}`,
+        port,
+        primaryRouterAdminUrls[i]!,
+        cp.ready.grpc as string,
+      ),
+    );
   }
   // Ready for users once the Primary advertises its router endpoint (the CLI reads it).
   const operators = switchyardOperatorClient(primary.kubeConfig());
@@ -377,6 +402,7 @@ async function install(
     set,
     primary,
     primaryRouterUrls: primaryRouterPorts.map((p) => `ws://127.0.0.1:${p}`),
+    primaryRouterAdminUrls,
     workloads,
     developer,
     developerCliArgs: [

@@ -117,7 +117,7 @@ The control-plane command line. Flags (all documented in charts/README.md):
   --router-endpoint, --router-service-account, --router-token-audience, --tls-cert, --tls-key,
   --agent-image, --redirect-image, --agent-tls-secret, --agent-tls-server-name, --agent-ca,
   --gateway-ca,
-  --allowed-namespaces, --allowed-target-kinds, --leader-lease-duration-seconds,
+  --allowed-namespaces, --allowed-target-kinds, --allowed-targets, --leader-lease-duration-seconds,
   --leader-renew-deadline-seconds, --leader-retry-period-seconds,
   --health-check-interval-seconds, --log-level
 */}}
@@ -156,6 +156,9 @@ The control-plane command line. Flags (all documented in charts/README.md):
 {{- with .Values.sessions.allowedTargetKinds }}
 - --allowed-target-kinds={{ join "," . }}
 {{- end }}
+{{- with .Values.sessions.allowedTargets }}
+- --allowed-targets={{ join "," . }}
+{{- end }}
 - --leader-lease-duration-seconds={{ int $le.leaseDurationSeconds }}
 - --leader-renew-deadline-seconds={{ int $le.renewDeadlineSeconds }}
 - --leader-retry-period-seconds={{ int $le.retryPeriodSeconds }}
@@ -167,6 +170,7 @@ The control-plane command line. Flags (all documented in charts/README.md):
 {{- define "switchyard.router.args" -}}
 - dist/data-plane/router/src/main.js
 - --listen=:{{ int .Values.router.containerPort }}
+- --admin-listen=:{{ int .Values.router.adminPort }}
 - --control-plane={{ include "switchyard.controlPlane.url" . }}
 - --token-file={{ include "switchyard.tokenMountPath" . }}/token
 {{- if .Values.tls.caKey }}

@@ -28,13 +28,40 @@ problem is collected and reported at once, like the control plane does.
 {{- if $mc.enabled -}}
 {{- $clusters := $mc.clusters | default dict -}}
 {{- $marked := list -}}
-{{- range $name := keys $clusters | sortAlpha -}}
-  {{- $c := get $clusters $name | default dict -}}
-  {{- $at := printf "multiCluster.clusters.%s" $name -}}
-  {{- if not (regexMatch $label $name) -}}
-    {{- $errs = append $errs (printf "%s: %q is not an RFC 1123 label. Fix: rename the key: lowercase letters, digits and '-', at most 63 characters, starting and ending with a letter or digit" $at $name) -}}
-  {{- else if eq $name $clusterName -}}
+{{- /* Each key's cluster name (control-plane/src/config/cluster-name.ts): the key, or for an eks
+cluster keyed by its EKS name, that name lowercased, '_' as '-', cut to 63, trailing '-' dropped. */ -}}
+{{- $nameOf := dict -}}
+{{- $keysOf := dict -}}
+{{- range $key := keys $clusters | sortAlpha -}}
+  {{- $c := get $clusters $key | default dict -}}
+  {{- if regexMatch $label $key -}}
+    {{- $_ := set $nameOf $key $key -}}
+  {{- else if and (regexMatch "^[0-9A-Za-z][A-Za-z0-9_-]{0,99}$" $key) (eq ($c.authType | toString) "eks") -}}
+    {{- $_ := set $nameOf $key (regexReplaceAll "-+$" ($key | lower | replace "_" "-" | trunc 63) "") -}}
+  {{- end -}}
+  {{- with get $nameOf $key -}}
+    {{- $_ := set $keysOf . (append (get $keysOf . | default list) $key) -}}
+  {{- end -}}
+{{- end -}}
+{{- range $key := keys $clusters | sortAlpha -}}
+  {{- $group := get $keysOf (get $nameOf $key | default "") | default list -}}
+  {{- if and (gt (len $group) 1) (eq (index $group 0) $key) -}}
+    {{- $quoted := list -}}
+    {{- range $group }}{{ $quoted = append $quoted (printf "%q" .) }}{{ end -}}
+    {{- $errs = append $errs (printf "multiCluster.clusters: %s become the same cluster name %q. Fix: rename all but one: object names and labels use an EKS cluster name lowercased, with '_' as '-'" (join ", " $quoted) (get $nameOf $key)) -}}
+  {{- end -}}
+{{- end -}}
+{{- range $key := keys $clusters | sortAlpha -}}
+  {{- $c := get $clusters $key | default dict -}}
+  {{- $at := printf "multiCluster.clusters.%s" $key -}}
+  {{- $name := get $nameOf $key | default "" -}}
+  {{- if not $name -}}
+    {{- $errs = append $errs (printf "%s: %q is not an RFC 1123 label. Fix: rename the key: lowercase letters, digits and '-', at most 63 characters, starting and ending with a letter or digit (only an eks cluster may keep its EKS name)" $at $key) -}}
+  {{- else if gt (len (get $keysOf $name)) 1 -}}
+  {{- else if and (eq $name $clusterName) (eq $name $key) -}}
     {{- $errs = append $errs (printf "%s: names the Primary itself. Fix: remove it from clusters; the Primary is reached in-cluster, and defaultCluster: %s makes it the Default" $at $name) -}}
+  {{- else if eq $name $clusterName -}}
+    {{- $errs = append $errs (printf "%s: becomes the cluster name %q, the Primary's own. Fix: remove it from clusters; the Primary is reached in-cluster, and defaultCluster: %s makes it the Default" $at $name $name) -}}
   {{- else -}}
     {{- $authType := $c.authType | default "" -}}
     {{- if not $authType -}}
@@ -96,7 +123,7 @@ problem is collected and reported at once, like the control plane does.
       {{- end -}}
     {{- end -}}
     {{- /* Like the control plane, only a cluster with a valid authType counts as marked. */ -}}
-    {{- if and $c.isDefault $authType -}}{{- $marked = append $marked $name -}}{{- end -}}
+    {{- if and $c.isDefault $authType -}}{{- $marked = append $marked $key -}}{{- end -}}
   {{- end -}}
 {{- end -}}
 
@@ -104,15 +131,18 @@ problem is collected and reported at once, like the control plane does.
 {{- if gt (len $marked) 1 -}}
   {{- $errs = append $errs (printf "multiCluster.clusters.%s.isDefault: more than one cluster is marked isDefault (%s). Fix: mark exactly one cluster isDefault, or set defaultCluster instead" (index $marked 1) (join ", " $marked)) -}}
 {{- end -}}
-{{- $default := $mc.defaultCluster | default "" -}}
-{{- if $default -}}
-  {{- if and (eq (len $marked) 1) (ne (index $marked 0) $default) -}}
-    {{- $errs = append $errs (printf "multiCluster.clusters.%s.isDefault: contradicts defaultCluster: %s. Fix: remove isDefault or make defaultCluster name the same cluster" (index $marked 0) $default) -}}
+{{- $written := $mc.defaultCluster | default "" -}}
+{{- $default := $written -}}
+{{- if $written -}}
+  {{- $default = get $nameOf $written | default $written -}}
+  {{- if and (eq (len $marked) 1) (ne (get $nameOf (index $marked 0)) $default) -}}
+    {{- $errs = append $errs (printf "multiCluster.clusters.%s.isDefault: contradicts defaultCluster: %s. Fix: remove isDefault or make defaultCluster name the same cluster" (index $marked 0) $written) -}}
   {{- end -}}
 {{- else if eq (len $marked) 1 -}}
-  {{- $default = index $marked 0 -}}
+  {{- $default = get $nameOf (index $marked 0) -}}
 {{- end -}}
 {{- $configured := keys $clusters | sortAlpha -}}
+{{- $known := concat $configured (values $nameOf) -}}
 {{- $candidates := $configured -}}
 {{- if and $clusterName (not $mc.managementOnly) -}}{{- $candidates = prepend $configured $clusterName -}}{{- end -}}
 {{- if not $default -}}
@@ -125,7 +155,7 @@ problem is collected and reported at once, like the control plane does.
   {{- if $mc.managementOnly -}}
     {{- $errs = append $errs (printf "multiCluster.defaultCluster: names the Primary %q, which is managementOnly and hosts no sessions. Fix: set defaultCluster to one of the remote clusters (%s), or set managementOnly: false" $clusterName (join ", " $configured | default "none configured")) -}}
   {{- end -}}
-{{- else if not (has $default $configured) -}}
+{{- else if not (has $default $known) -}}
   {{- $errs = append $errs (printf "multiCluster.defaultCluster: %q is not a configured cluster. Fix: set defaultCluster to one of: %s" $default (join ", " $candidates)) -}}
 {{- end -}}
 {{- if and $mc.managementOnly (eq (len $configured) 0) -}}
@@ -164,6 +194,9 @@ problem is collected and reported at once, like the control plane does.
 {{- $svc := .Values.router.service -}}
 {{- if and $svc.nodePort (eq $svc.type "ClusterIP") -}}
   {{- $errs = append $errs (printf "router.service.nodePort: %d is set but router.service.type is ClusterIP, which has no node port. Fix: set type NodePort or LoadBalancer, or nodePort 0" (int $svc.nodePort)) -}}
+{{- end -}}
+{{- if eq (int .Values.router.containerPort) (int .Values.router.adminPort) -}}
+  {{- $errs = append $errs "router.adminPort: equals router.containerPort. Fix: give them different ports" -}}
 {{- end -}}
 {{- with .Values.router.endpoint -}}
   {{- if not (regexMatch "^wss://[^\\s/?#]+(/[^\\s]*)?$" .) -}}
@@ -233,6 +266,13 @@ problem is collected and reported at once, like the control plane does.
 {{- range $i, $ns := .Values.sessions.allowedNamespaces -}}
   {{- if not (regexMatch $label $ns) -}}
     {{- $errs = append $errs (printf "sessions.allowedNamespaces[%d]: %q is not a namespace name. Fix: use an RFC 1123 label" $i $ns) -}}
+  {{- end -}}
+{{- end -}}
+{{- /* The syntax of ALLOWED_TARGET_PATTERN (proto/api/v1alpha1/schema-primitives.ts), as the control plane checks it. */ -}}
+{{- $targetPattern := "^[a-z0-9*]([-a-z0-9*]{0,61}[a-z0-9*])?/(\\*|deployment|statefulset|pod)/[a-z0-9*]([-a-z0-9.*]{0,251}[a-z0-9*])?$" -}}
+{{- range $i, $t := .Values.sessions.allowedTargets -}}
+  {{- if not (regexMatch $targetPattern $t) -}}
+    {{- $errs = append $errs (printf "sessions.allowedTargets[%d]: %q is not a target pattern. Fix: write <namespace>/<kind>/<name> with kind deployment, statefulset, pod or *, and * for any run of characters in a part (e.g. shop/deployment/api-*)" $i $t) -}}
   {{- end -}}
 {{- end -}}
 

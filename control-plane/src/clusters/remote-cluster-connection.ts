@@ -57,6 +57,7 @@ export function connectRemoteCluster(
         cluster: cluster.name,
         initialToken: material.token,
         requestToken: (input) => requestServiceAccountToken(ref.client!, input),
+        ...(material.saveRenewedToken ? { saveToken: material.saveRenewedToken } : {}),
         ...(deps.clock ? { clock: deps.clock } : {}),
         ...(deps.bearerRenewBeforeExpiryMs ? { renewBeforeExpiryMs: deps.bearerRenewBeforeExpiryMs } : {}),
         logger: deps.logger,
@@ -79,7 +80,8 @@ export function connectRemoteCluster(
           `cluster "${cluster.name}": region is required for eks`,
         );
       const source = new EksTokenSource({
-        cluster: cluster.name,
+        // Tokens sign the EKS name as AWS spells it; `name` may be the label derived from it.
+        cluster: cluster.eksClusterName ?? cluster.name,
         region: cluster.region,
         ...(deps.awsCredentialProvider ? { credentialProvider: deps.awsCredentialProvider } : {}),
         ...(deps.clock ? { clock: deps.clock } : {}),

@@ -4,7 +4,8 @@
 // restart. At start-up an invalid ConfigMap is fatal (the process must not run with a
 // configuration the operator did not intend); on a live reload an invalid ConfigMap is
 // reported and the last valid one stays in force. Secret problems never fail the whole
-// configuration: they fail only their cluster.
+// configuration: they fail only their cluster. Bearer-token material comes with the way
+// to save a renewed token back into its Secret (renewed-token-writer.ts).
 import { CoreV1Api, type KubeConfig, type V1ConfigMap, type V1Secret } from "@kubernetes/client-node";
 import type { Logger } from "pino";
 import { pino } from "pino";
@@ -22,6 +23,7 @@ import {
   parseCredentialSecret,
   type ClusterCredentialMaterial,
 } from "./credential-secret.js";
+import { RenewedTokenWriter } from "./renewed-token-writer.js";
 
 export interface ClusterConfigSnapshot {
   /** The configuration in force (the last valid one). */
@@ -46,6 +48,7 @@ export const DEFAULT_CONFIG_MAP_NAME = "switchyard-clusters";
 
 export class ClusterConfigSource {
   private readonly core: CoreV1Api;
+  private readonly renewedTokens: RenewedTokenWriter;
   private readonly configMapName: string;
   private readonly logger: Logger;
   private configMap: V1ConfigMap | undefined;
@@ -59,6 +62,10 @@ export class ClusterConfigSource {
     this.configMapName = options.configMapName ?? DEFAULT_CONFIG_MAP_NAME;
     this.logger = (options.logger ?? pino({ level: "silent" })).child({ component: "cluster-config" });
     this.core = options.kubeConfig.makeApiClient(CoreV1Api);
+    this.renewedTokens = new RenewedTokenWriter({
+      kubeConfig: options.kubeConfig,
+      namespace: options.namespace,
+    });
   }
 
   /**
@@ -96,7 +103,18 @@ export class ClusterConfigSource {
     for (const c of config.remotes) {
       const data = this.secrets.get(credentialSecretName(c.name))?.data;
       try {
-        credentials.set(c.name, parseCredentialSecret(c.name, c.authType, data));
+        const material = parseCredentialSecret(c.name, c.authType, data);
+        credentials.set(
+          c.name,
+          material.authType === "bearerToken"
+            ? {
+                ...material,
+                saveRenewedToken: async (token) => {
+                  await this.renewedTokens.save(c.name, token);
+                },
+              }
+            : material,
+        );
       } catch (err) {
         if (!(err instanceof ClusterConfigError)) throw err;
         credentials.set(c.name, err);

@@ -2,6 +2,7 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { createCertificateAuthority } from "../../../test/env/pki.js";
 import { parseClusterConfig, validateClusterConfig } from "./cluster-config.js";
 import { ClusterConfigErrors, type ClusterConfigError } from "./cluster-config-error.js";
+import { clusterLabelOf } from "./cluster-name.js";
 
 let caData: string;
 beforeAll(async () => {
@@ -188,6 +189,69 @@ describe("validateClusterConfig", () => {
         "defaultCluster",
       ]),
     );
+  });
+
+  describe("EKS cluster names", () => {
+    const eksServer = "https://ABCDEF0123.gr7.eu-north-1.eks.amazonaws.com";
+    const eks = () => ({ authType: "eks", server: eksServer, caData });
+
+    it("derive the label of object names and keep the EKS name for signing", () => {
+      expect(clusterLabelOf("Prod_EKS")).toBe("prod-eks");
+      expect(clusterLabelOf("team_A-")).toBe("team-a");
+      expect(clusterLabelOf("east")).toBe("east");
+      expect(clusterLabelOf("A" + "b".repeat(61) + "_x" + "y".repeat(30))).toBe("a" + "b".repeat(61));
+      const c = validateClusterConfig({
+        ...base(),
+        defaultCluster: "Prod_EKS",
+        clusters: { Prod_EKS: eks(), east: { authType: "mtls", server } },
+      });
+      expect(c.defaultCluster).toBe("prod-eks");
+      expect(c.remotes.map((r) => [r.name, r.eksClusterName])).toEqual([
+        ["prod-eks", "Prod_EKS"],
+        ["east", undefined],
+      ]);
+      // The derived name is accepted as defaultCluster too, and isDefault marks by it.
+      expect(
+        validateClusterConfig({ ...base(), defaultCluster: "prod-eks", clusters: { Prod_EKS: eks() } })
+          .defaultCluster,
+      ).toBe("prod-eks");
+      expect(
+        validateClusterConfig({
+          enabled: true,
+          clusterName: "primary",
+          clusters: { Prod_EKS: { ...eks(), isDefault: true } },
+        }).defaultCluster,
+      ).toBe("prod-eks");
+    });
+
+    it("refuse two keys that become one cluster name, naming both", () => {
+      const errs = errorsOf({
+        ...base(),
+        clusters: { Prod_EKS: eks(), "prod-eks": eks(), east: { authType: "mtls", server } },
+      });
+      expect(errs.map((e) => e.message)).toEqual([
+        'clusters: "Prod_EKS", "prod-eks" become the same cluster name "prod-eks". Fix: rename all but one: object names and labels use an EKS cluster name lowercased, with \'_\' as \'-\'',
+      ]);
+    });
+
+    it("refuse an EKS name that becomes the Primary's name", () => {
+      const [e] = errorsOf({ ...base(), clusters: { Primary: eks(), east: { authType: "mtls", server } } });
+      expect(e!.field).toBe("clusters.Primary");
+      expect(e!.message).toMatch(/becomes the cluster name "primary", the Primary's own/);
+    });
+
+    it("stay labels for the other auth types, and must be EKS names", () => {
+      for (const [key, c] of [
+        ["Prod_1", { authType: "mtls", server }],
+        ["Prod_1", { authType: "bearerToken", server }],
+        ["bad.name", eks()],
+        ["_lead", eks()],
+      ] as const) {
+        const [e] = errorsOf({ ...base(), defaultCluster: "primary", clusters: { [key]: c } });
+        expect(e!.field).toBe(`clusters.${key}`);
+        expect(e!.message).toMatch(/is not an RFC 1123 label.*only an eks cluster may keep its EKS name/);
+      }
+    });
   });
 
   it("rejects YAML that does not parse", () => {

@@ -8,19 +8,24 @@ import { X509Certificate } from "node:crypto";
 import { parse as parseYaml } from "yaml";
 import { z } from "zod";
 import { ClusterConfigError, ClusterConfigErrors } from "./cluster-config-error.js";
+import { clusterLabelOf, DNS_LABEL, EKS_CLUSTER_NAME } from "./cluster-name.js";
+
+export { DNS_LABEL } from "./cluster-name.js";
 
 export const AUTH_TYPES = ["bearerToken", "eks", "mtls"] as const;
 export type AuthType = (typeof AUTH_TYPES)[number];
-
-/** RFC 1123 DNS label: cluster names end up in object names and label values. */
-export const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
 
 /** The ConfigMap key holding the YAML document. */
 export const CLUSTERS_CONFIG_KEY = "clusters-config.yaml";
 
 export interface RemoteClusterConfig {
-  /** Cluster name (RFC 1123 label); for eks also the EKS cluster name signed into tokens. */
+  /**
+   * Cluster name (RFC 1123 label) in object names, labels and status: the configuration key,
+   * or for an eks key that is not a label, the label derived from it (cluster-name.ts).
+   */
   readonly name: string;
+  /** eks only: the EKS cluster name signed into tokens — the configuration key as written. */
+  readonly eksClusterName?: string | undefined;
   readonly authType: AuthType;
   /** https URL of the cluster's API server. */
   readonly server: string;
@@ -118,43 +123,65 @@ export function validateClusterConfig(doc: unknown): MultiClusterConfig {
   }
 
   const remotes: RemoteClusterConfig[] = [];
-  for (const [name, raw] of Object.entries(r.clusters ?? {}).sort(([a], [b]) => a.localeCompare(b))) {
-    const at = (f: string) => `clusters.${name}.${f}`;
-    if (!DNS_LABEL.test(name)) {
+  const entries = Object.entries(r.clusters ?? {}).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  // Each key's cluster name: the key itself, or the label an EKS name derives (undefined: neither).
+  const nameOf = new Map<string, string>();
+  for (const [key, raw] of entries) {
+    if (DNS_LABEL.test(key)) nameOf.set(key, key);
+    else if (EKS_CLUSTER_NAME.test(key) && (raw as { authType?: unknown } | null)?.authType === "eks")
+      nameOf.set(key, clusterLabelOf(key));
+  }
+  const keysOf = new Map<string, string[]>();
+  for (const [key, name] of nameOf) keysOf.set(name, [...(keysOf.get(name) ?? []), key]);
+  for (const [name, keys] of keysOf) {
+    if (keys.length < 2) continue;
+    bad(
+      undefined,
+      "clusters",
+      `${keys.map((k) => `"${k}"`).join(", ")} become the same cluster name "${name}"`,
+      "rename all but one: object names and labels use an EKS cluster name lowercased, with '_' as '-'",
+    );
+  }
+  const keyOf = new Map<string, string>(); // cluster name → its key, for messages
+  for (const [key, raw] of entries) {
+    const at = (f: string) => `clusters.${key}.${f}`;
+    const name = nameOf.get(key);
+    if (name === undefined) {
       bad(
-        name,
-        `clusters.${name}`,
-        `"${name}" is not an RFC 1123 label`,
-        "rename the key: lowercase letters, digits and '-', at most 63 characters, starting and ending with a letter or digit",
+        key,
+        `clusters.${key}`,
+        `"${key}" is not an RFC 1123 label`,
+        "rename the key: lowercase letters, digits and '-', at most 63 characters, starting and ending with a letter or digit (only an eks cluster may keep its EKS name)",
       );
       continue;
     }
+    if (keysOf.get(name)!.length > 1) continue;
     if (name === clusterName) {
       bad(
-        name,
-        `clusters.${name}`,
-        "names the Primary itself",
+        key,
+        `clusters.${key}`,
+        name === key ? "names the Primary itself" : `becomes the cluster name "${name}", the Primary's own`,
         `remove it from clusters; the Primary is reached in-cluster, and defaultCluster: ${name} makes it the Default`,
       );
       continue;
     }
     const parsed = remoteSchema.safeParse(raw ?? {});
     if (!parsed.success) {
-      bad(name, `clusters.${name}`, "is not a mapping", "give the cluster authType, server and caData");
+      bad(key, `clusters.${key}`, "is not a mapping", "give the cluster authType, server and caData");
       continue;
     }
     const c = parsed.data;
     let authType: AuthType | undefined;
     if (c.authType === undefined || c.authType === null || c.authType === "") {
       bad(
-        name,
+        key,
         at("authType"),
         "is required (there is no default)",
         `set authType to one of ${AUTH_TYPES.join(", ")}`,
       );
     } else if (!(AUTH_TYPES as readonly unknown[]).includes(c.authType)) {
       bad(
-        name,
+        key,
         at("authType"),
         `"${String(c.authType)}" is not supported`,
         `set authType to one of ${AUTH_TYPES.join(", ")} (case matters)`,
@@ -164,7 +191,7 @@ export function validateClusterConfig(doc: unknown): MultiClusterConfig {
     let server = "";
     if (typeof c.server !== "string" || c.server === "") {
       bad(
-        name,
+        key,
         at("server"),
         "is required",
         "set server to the API server URL, e.g. https://api.east.example.com:6443",
@@ -175,7 +202,7 @@ export function validateClusterConfig(doc: unknown): MultiClusterConfig {
         if (u.protocol !== "https:") throw new Error("not https");
         server = c.server.replace(/\/+$/, "");
       } catch {
-        bad(name, at("server"), `"${c.server}" is not an https URL`, "set server to https://<host>[:port]");
+        bad(key, at("server"), `"${c.server}" is not an https URL`, "set server to https://<host>[:port]");
       }
     }
 
@@ -183,14 +210,14 @@ export function validateClusterConfig(doc: unknown): MultiClusterConfig {
     if (c.caData === undefined || c.caData === null || c.caData === "") {
       if (authType === "eks")
         bad(
-          name,
+          key,
           at("caData"),
           "is required for authType eks",
           "set caData to the base64 CA bundle (aws eks describe-cluster --query cluster.certificateAuthority.data)",
         );
     } else if (typeof c.caData !== "string") {
       bad(
-        name,
+        key,
         at("caData"),
         "must be a base64 string",
         "set caData to the base64-encoded PEM CA certificate",
@@ -203,7 +230,7 @@ export function validateClusterConfig(doc: unknown): MultiClusterConfig {
         caPem = pem;
       } catch {
         bad(
-          name,
+          key,
           at("caData"),
           "is not a base64-encoded PEM certificate",
           "set caData to base64 of the CA's PEM (as in a kubeconfig's certificate-authority-data)",
@@ -214,14 +241,14 @@ export function validateClusterConfig(doc: unknown): MultiClusterConfig {
     let region: string | undefined;
     if (c.region !== undefined && c.region !== null && c.region !== "") {
       if (typeof c.region !== "string" || !/^[a-z]{2}(-gov)?-[a-z]+-\d$/.test(c.region))
-        bad(name, at("region"), `"${String(c.region)}" is not an AWS region`, "set region like eu-north-1");
+        bad(key, at("region"), `"${String(c.region)}" is not an AWS region`, "set region like eu-north-1");
       else region = c.region;
     }
     if (authType === "eks" && region === undefined && server) {
       region = EKS_HOST.exec(new URL(server).hostname)?.[1];
       if (region === undefined)
         bad(
-          name,
+          key,
           at("region"),
           "is required for authType eks when server is not an *.eks.amazonaws.com endpoint",
           "set region to the cluster's AWS region (STS is called in that region)",
@@ -232,19 +259,24 @@ export function validateClusterConfig(doc: unknown): MultiClusterConfig {
     if (c.namespace !== undefined && c.namespace !== null && c.namespace !== "") {
       if (typeof c.namespace !== "string" || !DNS_LABEL.test(c.namespace))
         bad(
-          name,
+          key,
           at("namespace"),
           `"${String(c.namespace)}" is not a namespace name`,
           "use an RFC 1123 label",
         );
       else namespace = c.namespace;
     }
-    const isDefault = bool(name, at("isDefault"), c.isDefault, false);
-    if (authType) remotes.push({ name, authType, server, caPem, region, namespace, isDefault: isDefault });
+    const isDefault = bool(key, at("isDefault"), c.isDefault, false);
+    if (authType) {
+      keyOf.set(name, key);
+      const eksClusterName = authType === "eks" ? key : undefined;
+      remotes.push({ name, eksClusterName, authType, server, caPem, region, namespace, isDefault });
+    }
   }
 
-  // Default cluster: `defaultCluster`, or the one remote marked isDefault.
-  const marked = remotes.filter((c) => c.isDefault).map((c) => c.name);
+  // Default cluster: `defaultCluster` (a key, or the cluster name an EKS key becomes), or the
+  // one remote marked isDefault.
+  const marked = remotes.filter((c) => c.isDefault).map((c) => keyOf.get(c.name)!);
   if (marked.length > 1)
     bad(
       marked[1],
@@ -253,20 +285,22 @@ export function validateClusterConfig(doc: unknown): MultiClusterConfig {
       "mark exactly one cluster isDefault, or set defaultCluster instead",
     );
   let defaultCluster = "";
-  if (typeof r.defaultCluster === "string" && r.defaultCluster !== "") {
-    defaultCluster = r.defaultCluster;
-    if (marked.length === 1 && marked[0] !== defaultCluster)
+  const written = r.defaultCluster;
+  if (typeof written === "string" && written !== "") {
+    defaultCluster = nameOf.get(written) ?? written;
+    if (marked.length === 1 && nameOf.get(marked[0]!) !== defaultCluster)
       bad(
         marked[0],
         `clusters.${marked[0]}.isDefault`,
-        `contradicts defaultCluster: ${defaultCluster}`,
+        `contradicts defaultCluster: ${written}`,
         "remove isDefault or make defaultCluster name the same cluster",
       );
-  } else if (r.defaultCluster !== undefined && r.defaultCluster !== null && r.defaultCluster !== "") {
+  } else if (written !== undefined && written !== null && written !== "") {
     bad(undefined, "defaultCluster", "must be a cluster name", "set defaultCluster to a cluster name");
-  } else if (marked.length === 1) defaultCluster = marked[0]!;
+  } else if (marked.length === 1) defaultCluster = nameOf.get(marked[0]!)!;
 
   const configured = new Set(Object.keys(r.clusters ?? {}));
+  const known = new Set([...configured, ...nameOf.values()]);
   if (defaultCluster === "") {
     bad(
       undefined,
@@ -284,7 +318,7 @@ export function validateClusterConfig(doc: unknown): MultiClusterConfig {
         `names the Primary "${clusterName}", which is managementOnly and hosts no sessions`,
         `set defaultCluster to one of the remote clusters (${[...configured].join(", ") || "none configured"}), or set managementOnly: false`,
       );
-  } else if (!configured.has(defaultCluster)) {
+  } else if (!known.has(defaultCluster)) {
     bad(
       undefined,
       "defaultCluster",

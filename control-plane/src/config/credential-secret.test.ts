@@ -1,7 +1,7 @@
 import { beforeAll, describe, expect, it } from "vitest";
 import { createCertificateAuthority, type KeyPairPem } from "../../../test/env/pki.js";
 import { ClusterConfigError } from "./cluster-config-error.js";
-import { parseCredentialSecret } from "./credential-secret.js";
+import { parseCredentialSecret, pickBearerToken, RENEWED_TOKEN_KEY } from "./credential-secret.js";
 
 const b64 = (s: string) => Buffer.from(s).toString("base64");
 const jwt = b64("h") + "." + b64("p") + ".s";
@@ -55,5 +55,32 @@ describe("parseCredentialSecret", () => {
     expect(e2.message).toMatch(/does not match the certificate/);
     expect(e2.message).not.toContain("PRIVATE KEY");
     fails(() => parseCredentialSecret("on", "mtls", { "tls.crt": b64("junk"), "tls.key": b64(pair.keyPem) }));
+  });
+
+  it("starts from the renewed token once it is newer, and from a fresher token an operator stores", () => {
+    const sa = (iat: number, exp: number) =>
+      [
+        b64("{}"),
+        Buffer.from(
+          JSON.stringify({ iat, exp, sub: "system:serviceaccount:switchyard:switchyard-remote" }),
+        ).toString("base64url"),
+        "s",
+      ].join(".");
+    const now = 10_000_000;
+    const at = (s: number) => now / 1000 + s;
+    const original = sa(at(-90_000), at(-3_600)); // expired an hour ago
+    const renewed = sa(at(-600), at(85_800));
+    const data = { token: b64(original), [RENEWED_TOKEN_KEY]: b64(renewed + "\n") };
+    expect(parseCredentialSecret("east", "bearerToken", data, now)).toEqual({
+      authType: "bearerToken",
+      token: renewed,
+    });
+    const fresh = sa(at(-5), at(3_595));
+    expect(pickBearerToken(fresh, renewed, now)).toBe(fresh); // issued later
+    expect(pickBearerToken(sa(at(-5), at(-1)), renewed, now)).toBe(renewed); // later but expired
+    expect(pickBearerToken(original, sa(at(-95_000), at(-4_000)), now)).toBe(original); // both expired
+    expect(pickBearerToken(original, "garbage", now)).toBe(original);
+    expect(pickBearerToken(jwt, renewed, now)).toBe(renewed); // claims of `token` unreadable
+    expect(pickBearerToken(renewed, renewed, now)).toBe(renewed);
   });
 });

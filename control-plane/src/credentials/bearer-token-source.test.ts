@@ -188,6 +188,109 @@ describe("BearerTokenSource", () => {
     await run;
   });
 
+  it("asks for at least the API server's minimum lifetime of 10 minutes", async () => {
+    const clock = new ManualClock(t0 * 1000);
+    const calls: TokenRequestInput[] = [];
+    const s = new BearerTokenSource({
+      cluster: "east",
+      initialToken: jwt(t0, t0 + 30),
+      clock,
+      requestToken: async (i) => {
+        calls.push(i);
+        return jwt(t0 + 24, t0 + 624);
+      },
+    });
+    const stop = new AbortController();
+    const run = s.start(stop.signal);
+    await clock.whenSleeping();
+    clock.set(s.renewAt());
+    await flush();
+    expect(calls.map((c) => c.expirationSeconds)).toEqual([600]);
+    stop.abort();
+    await run;
+  });
+
+  it("saves each renewed token, retries a failed save with backoff and warns until it is saved", async () => {
+    const clock = new ManualClock((t0 + 480) * 1000);
+    const renewed = jwt(t0 + 480, t0 + 1080);
+    const saved: string[] = [];
+    let saveFails = 2;
+    const s = new BearerTokenSource({
+      cluster: "east",
+      initialToken: jwt(t0, t0 + 600),
+      clock,
+      initialBackoffMs: 1_000,
+      requestToken: async () => renewed,
+      saveToken: async (t) => {
+        if (saveFails-- > 0) throw new Error(`API server answered 403: secrets is forbidden`);
+        saved.push(t);
+      },
+    });
+    const stop = new AbortController();
+    const run = s.start(stop.signal);
+    await flush();
+    await clock.whenSleeping();
+    expect(s.status().warning).toMatch(
+      /renewed token could not be saved in the cluster's Secret \(attempt 1\): API server answered 403/,
+    );
+    expect(s.status().warning).not.toContain(renewed);
+    expect(clock.nextWakeAt()).toBe((t0 + 481) * 1000); // first retry after 1 s
+    clock.advance(1_000);
+    await flush();
+    await clock.whenSleeping();
+    expect(s.status().warning).toMatch(/attempt 2/);
+    expect(clock.nextWakeAt()).toBe((t0 + 483) * 1000); // then 2 s
+    clock.advance(2_000);
+    await flush();
+    await clock.whenSleeping();
+    expect(saved).toEqual([renewed]);
+    expect(s.status().warning).toBeUndefined();
+    expect(clock.nextWakeAt()).toBe((t0 + 960) * 1000); // the next renewal, nothing else
+    expect(await header(s)).toBe(`Bearer ${renewed}`);
+    stop.abort();
+    await run;
+  });
+
+  it("the saved token coming back from the Secret changes nothing; another token replaces the unsaved one", async () => {
+    const clock = new ManualClock((t0 + 480) * 1000);
+    const renewed = jwt(t0 + 480, t0 + 1080);
+    let saves = 0;
+    const s = new BearerTokenSource({
+      cluster: "east",
+      initialToken: jwt(t0, t0 + 600),
+      clock,
+      requestToken: async () => renewed,
+      saveToken: async () => {
+        saves++;
+        throw new Error("unreachable");
+      },
+    });
+    const stop = new AbortController();
+    const run = s.start(stop.signal);
+    await flush();
+    await clock.whenSleeping();
+    expect(s.status().warning).toBeDefined();
+    // Another replica saved this very token: it is in the Secret now.
+    s.replaceToken(renewed);
+    expect(s.status().warning).toBeUndefined();
+    await flush();
+    expect(clock.nextWakeAt()).toBe((t0 + 481) * 1000); // the pending retry sleep is not woken…
+    clock.advance(1_000);
+    await flush();
+    await clock.whenSleeping();
+    expect(saves).toBe(1); // …and finds nothing left to save
+    expect(clock.nextWakeAt()).toBe((t0 + 960) * 1000);
+    // A newer token from the Secret (another replica's renewal) becomes current.
+    const newer = jwt(t0 + 500, t0 + 1100);
+    s.replaceToken(newer);
+    await flush();
+    await clock.whenSleeping();
+    expect(await header(s)).toBe(`Bearer ${newer}`);
+    expect(clock.nextWakeAt()).toBe((t0 + 980) * 1000);
+    stop.abort();
+    await run;
+  });
+
   it("validates options", () => {
     expect(
       () =>

@@ -2,10 +2,13 @@
 // from the JWT (exp − iat) and, `renewBeforeExpiryMs` before it expires, asks the
 // remote cluster for a new one through the TokenRequest API
 // (serviceaccounts/<sa>/token, authenticated with the current token) with the same
-// lifetime and audiences. Every request uses the newest token. A failed renewal is
-// retried with capped exponential backoff and shows in status() at once, while the old
-// token still works, so an operator sees the problem before the cluster is lost. Waits
-// run on the injectable Clock (not lib/abortable-sleep) so tests move time forward.
+// lifetime (at least the API's minimum of 10 minutes) and audiences. Every request uses
+// the newest token. A failed renewal is retried with capped exponential backoff and shows
+// in status() at once, while the old token still works, so an operator sees the problem
+// before the cluster is lost. Each renewed token is handed to `saveToken` (the cluster's
+// Secret) so a restarted control plane does not start from a token that expired long
+// ago; a failed save is retried with the same backoff and shows as a warning. Waits run
+// on the injectable Clock (not lib/abortable-sleep) so tests move time forward.
 import type { Logger } from "pino";
 import { pino } from "pino";
 import { firstLine } from "../../../lib/api-error.js";
@@ -21,10 +24,13 @@ import {
 } from "./credential-source.js";
 import { readServiceAccountClaims, type ServiceAccountTokenClaims } from "./jwt-claims.js";
 
+/** The API server refuses TokenRequests for less than 10 minutes (expirationSeconds ≥ 600). */
+export const MIN_TOKEN_REQUEST_SECONDS = 600;
+
 export interface TokenRequestInput {
   namespace: string;
   serviceAccount: string;
-  /** Requested lifetime in seconds (the original token's exp − iat). */
+  /** Requested lifetime in seconds (the current token's exp − iat, at least MIN_TOKEN_REQUEST_SECONDS). */
   expirationSeconds: number;
   audiences: string[];
 }
@@ -35,6 +41,11 @@ export interface BearerTokenSourceOptions {
   initialToken: string;
   /** Calls TokenRequest on the remote cluster (with this source's current token) and returns the new token. */
   requestToken: (input: TokenRequestInput) => Promise<string>;
+  /**
+   * Saves each renewed token where a restarted control plane reads it (the cluster's Secret).
+   * Default: none, the renewed token lives in memory only.
+   */
+  saveToken?: (token: string) => Promise<void>;
   clock?: Clock;
   /** Renew this long before expiry, in ms. Default: a fifth of the token's lifetime. */
   renewBeforeExpiryMs?: number;
@@ -54,6 +65,10 @@ export class BearerTokenSource implements CredentialSource {
   private readonly logger: Logger;
   private failures = 0;
   private lastError: string | undefined;
+  /** A renewed token not saved yet, and why the last save failed. */
+  private unsaved: string | undefined;
+  private saveFailures = 0;
+  private saveError: string | undefined;
   private kick = new AbortController();
   private readonly retry: BackoffPolicy;
 
@@ -76,13 +91,22 @@ export class BearerTokenSource implements CredentialSource {
     this.claims = readServiceAccountClaims(options.initialToken);
   }
 
-  /** Replaces the token (the Secret changed): it becomes current and renewal reschedules. */
+  /**
+   * Replaces the token (the Secret changed): it becomes current and renewal reschedules.
+   * The token in use already (our own save coming back through the watch) changes nothing.
+   */
   replaceToken(token: string): void {
+    if (token === this.token) {
+      if (token === this.unsaved) this.saved();
+      return;
+    }
     const claims = readServiceAccountClaims(token);
     this.token = token;
     this.claims = claims;
     this.failures = 0;
     this.lastError = undefined;
+    // The Secret holds a token at least as good as the unsaved one; nothing to save.
+    this.saved();
     this.kick.abort();
   }
 
@@ -97,6 +121,7 @@ export class BearerTokenSource implements CredentialSource {
       obtainedAt: this.claims.iat * 1000,
       failures: this.failures,
       ...(this.lastError ? { error: this.lastError } : {}),
+      ...(this.saveError ? { warning: this.saveError } : {}),
     };
   }
 
@@ -114,10 +139,21 @@ export class BearerTokenSource implements CredentialSource {
 
   async start(signal: AbortSignal): Promise<void> {
     while (!signal.aborted) {
-      const wait = this.failures === 0 ? this.renewAt() - this.clock.now() : this.retryDelay();
+      const untilRenewal = this.renewAt() - this.clock.now();
+      const saving = this.unsaved !== undefined && this.failures === 0;
+      let wait = untilRenewal;
+      if (this.failures > 0) wait = this.retryDelay();
+      // A save is tried at once, then with backoff, never past the next renewal (which saves anew).
+      else if (saving && this.saveFailures > 0)
+        wait = Math.min(untilRenewal, backoffDelay(this.retry, this.saveFailures - 1));
+      else if (saving) wait = 0;
       // Woken early: either stopped, or the token was replaced (failures are then 0).
       if (wait > 0 && !(await this.sleep(wait, signal))) continue;
       if (signal.aborted) break;
+      if (saving && this.clock.now() < this.renewAt()) {
+        await this.save();
+        continue;
+      }
       try {
         await this.renew();
       } catch (err) {
@@ -143,7 +179,7 @@ export class BearerTokenSource implements CredentialSource {
     const token = await this.options.requestToken({
       namespace: c.namespace,
       serviceAccount: c.serviceAccount,
-      expirationSeconds: c.exp - c.iat,
+      expirationSeconds: Math.max(c.exp - c.iat, MIN_TOKEN_REQUEST_SECONDS),
       audiences: c.audiences,
     });
     const claims = readServiceAccountClaims(token);
@@ -158,6 +194,34 @@ export class BearerTokenSource implements CredentialSource {
     this.lastError = undefined;
     this.logger.info({ expiresAt: new Date(claims.exp * 1000).toISOString() }, "bearer token renewed");
     this.options.recordRenewal?.(this.authType, "success");
+    if (this.options.saveToken) {
+      this.unsaved = token;
+      this.saveFailures = 0;
+    }
+  }
+
+  /** Saves the renewed token; a failure is kept for status() and retried by start(). */
+  private async save(): Promise<void> {
+    const token = this.unsaved;
+    if (token === undefined || !this.options.saveToken) return;
+    try {
+      await this.options.saveToken(token);
+      if (this.unsaved === token) this.saved();
+      this.logger.info("renewed bearer token saved in the cluster's Secret");
+    } catch (err) {
+      if (this.unsaved !== token) return; // replaced meanwhile
+      this.saveFailures++;
+      this.saveError =
+        `the renewed token could not be saved in the cluster's Secret (attempt ${this.saveFailures}): ` +
+        `${firstLine(err)}; a restarted control plane would start from the Secret's older token`;
+      this.logger.warn({ failures: this.saveFailures }, this.saveError);
+    }
+  }
+
+  private saved(): void {
+    this.unsaved = undefined;
+    this.saveFailures = 0;
+    this.saveError = undefined;
   }
 
   /** Sleeps on the clock; false when woken early by stop or replaceToken. */

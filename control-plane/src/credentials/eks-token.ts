@@ -23,7 +23,7 @@ export const EKS_CLUSTER_ID_HEADER = "x-k8s-aws-id";
 export const EKS_TOKEN_URL_TTL_SECONDS = 900;
 
 export interface EksTokenInput {
-  /** The EKS cluster name (our cluster key). */
+  /** The EKS cluster name as AWS spells it (the configuration key, not the label derived from it). */
   clusterName: string;
   region: string;
   credentials: AwsCredentials;

@@ -49,11 +49,25 @@ describe("ClusterSessionReconciler options", () => {
     },
   };
 
-  it("builds the gateway URL from the router endpoint", () => {
+  it("builds the gateway URL from the router endpoint and the session's namespace and name", () => {
     const r = new ClusterSessionReconciler({ ...base, routerEndpoint: "wss://gw.east.example:8443/" });
-    expect(r.gatewayFor("mc-0123456789abcdef-east")).toBe(
-      "wss://gw.east.example:8443/v1/sessions/mc-0123456789abcdef-east",
+    expect(r.gatewayFor("shop", "mc-0123456789abcdef-east")).toBe(
+      "wss://gw.east.example:8443/v1/sessions/shop:mc-0123456789abcdef-east",
     );
+    expect(r.gatewayFor("tenant-b", "mc-0123456789abcdef-east")).not.toBe(
+      r.gatewayFor("shop", "mc-0123456789abcdef-east"),
+    );
+  });
+
+  it("refuses an allow-list that cannot be meant, naming the option", () => {
+    expect(
+      () =>
+        new ClusterSessionReconciler({
+          ...base,
+          routerEndpoint: "wss://gw",
+          allowList: { targets: ["web"] },
+        }),
+    ).toThrow(/allowList\.targets/);
   });
 
   it("refuses a router endpoint that is not a ws(s)/http(s) URL", () => {

@@ -7,6 +7,11 @@
 // the Ready condition. On deletion it removes the table and, when it was the last
 // session on the target, releases the agents (restoring the workload) before letting
 // the object go. Everything is read again on every call: nothing depends on memory.
+// Before anything else it checks the operator's allow-list itself (whoever created the
+// session — a Primary or a user on this cluster — is not trusted to have done so): a
+// refused session gets no finalizer, agent or route, only a Failed status naming the field
+// and the fix. Routes and gateway URLs are keyed by the session's namespace and name
+// (sessionKey), so a same-named session of another namespace is another route.
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import type { KubeConfig } from "@kubernetes/client-node";
 import type { Logger } from "pino";
@@ -27,7 +32,12 @@ import {
   type ClusterSessionStatus,
   type ConditionUpdate,
 } from "../../../proto/api/v1alpha1/index.js";
-import { sessionUrl } from "../../../proto/session-endpoint.js";
+import { sessionKey, sessionUrl } from "../../../proto/session-endpoint.js";
+import {
+  SessionAllowList,
+  type AllowListVerdict,
+  type SessionAllowListOptions,
+} from "../allow-list/index.js";
 import type { RouteSnapshotCache } from "../route-discovery/index.js";
 import {
   withContext,
@@ -44,9 +54,16 @@ import { resolveTarget, targetId, type TargetSource } from "./target-resolver.js
 /** Finalizer the member puts on every ClusterSession it serves. */
 export const MEMBER_FINALIZER = `${GROUP}/member-cleanup`;
 
+const WITHIN_ALLOW_LIST: ConditionUpdate = {
+  type: "Valid",
+  status: "True",
+  reason: "Allowed",
+  message: "the session is within this cluster's allow-list",
+};
+
 export interface ClusterSessionReconcilerOptions {
   kubeConfig: KubeConfig;
-  /** Base URL of this cluster's gateway routers (ws[s]:// or http[s]://, no path); the gateway is <base>/v1/sessions/<name>. */
+  /** Base URL of this cluster's gateway routers (ws[s]:// or http[s]://, no path); the gateway is <base>/v1/sessions/<namespace>:<name>. */
   routerEndpoint: string;
   provisioner: AgentProvisioner;
   routes: RouteSnapshotCache;
@@ -60,6 +77,8 @@ export interface ClusterSessionReconcilerOptions {
   agentServerName?: string;
   /** Namespace for agent Secrets (the control plane's own; default: each target's namespace). */
   secretNamespace?: string;
+  /** Install-time allow-list this cluster enforces (default: every namespace, target kind and target). */
+  allowList?: SessionAllowListOptions;
   /** Re-check a session that waits for pods or agents this often, ms (default 5 000); pod events wake it sooner. */
   waitingRecheckMs?: number;
   logger?: Logger;
@@ -71,6 +90,7 @@ export class ClusterSessionReconciler implements Reconciler {
   readonly #client;
   readonly #secrets: AgentSecretStore;
   readonly #locks = new TargetLocks();
+  readonly #allow: SessionAllowList;
   readonly #o: ClusterSessionReconcilerOptions;
   readonly #endpoint: string;
   readonly #now: () => number;
@@ -94,6 +114,7 @@ export class ClusterSessionReconciler implements Reconciler {
       );
     }
     const recheck = positive("waitingRecheckMs", options.waitingRecheckMs, 5000);
+    this.#allow = new SessionAllowList(options.allowList);
     this.#o = options;
     this.#endpoint = options.routerEndpoint.replace(/\/+$/, "");
     this.#client = clusterSessionClient(options.kubeConfig);
@@ -103,27 +124,21 @@ export class ClusterSessionReconciler implements Reconciler {
     this.#logger = options.logger;
   }
 
-  gatewayFor(name: string): string {
-    return sessionUrl(this.#endpoint, name);
+  /** The gateway URL of session `namespace`/`name` (the Primary's routers dial it). */
+  gatewayFor(namespace: string, name: string): string {
+    return sessionUrl(this.#endpoint, sessionKey(namespace, name));
   }
 
   async reconcile(key: ObjectKey, signal: AbortSignal): Promise<ReconcileResult> {
     const ref = { namespace: key.namespace!, name: key.name };
+    const routeId = sessionKey(ref.namespace, ref.name);
     let session = await this.#client.get(ref);
     if (!session) {
       // Deleted (our finalizer already ran, or it was never ours): nothing may stay routed.
-      this.#o.routes.remove(key.name);
+      this.#o.routes.remove(routeId);
       return;
     }
     if (session.metadata.deletionTimestamp) return this.#finalize(session, signal);
-    const finalizers = session.metadata.finalizers ?? [];
-    if (!finalizers.includes(MEMBER_FINALIZER)) {
-      session = await this.#client.patch(
-        ref,
-        { metadata: { finalizers: [...finalizers, MEMBER_FINALIZER] } },
-        { resourceVersion: session.metadata.resourceVersion },
-      );
-    }
     const now = this.#now();
     const deadline = ttlDeadline(session);
     if (now >= deadline) {
@@ -135,6 +150,16 @@ export class ClusterSessionReconciler implements Reconciler {
       return;
     }
     const untilExpiry = deadline - now;
+    const verdict = this.#allow.check(ref.namespace, session.spec.target);
+    if (!verdict.allowed) return this.#refuse(session, verdict, untilExpiry);
+    const finalizers = session.metadata.finalizers ?? [];
+    if (!finalizers.includes(MEMBER_FINALIZER)) {
+      session = await this.#client.patch(
+        ref,
+        { metadata: { finalizers: [...finalizers, MEMBER_FINALIZER] } },
+        { resourceVersion: session.metadata.resourceVersion },
+      );
+    }
     const resolution = resolveTarget(
       this.#o.targets,
       ref.namespace,
@@ -142,7 +167,7 @@ export class ClusterSessionReconciler implements Reconciler {
       session.status?.pod?.name,
     );
     if (!resolution.ok) {
-      this.#o.routes.remove(key.name);
+      this.#o.routes.remove(routeId);
       await this.#writeStatus(
         session,
         { phase: "Failed", pod: null, gateway: null, agents: 0 },
@@ -174,7 +199,7 @@ export class ClusterSessionReconciler implements Reconciler {
     if (agents.length === 0) {
       this.#o.routes.upsert(
         create(SessionRouteSchema, {
-          sessionId: key.name,
+          sessionId: routeId,
           clientKeyHash: session.spec.clientKeyHash,
           state: SessionState.CREATING,
           upstreams: [],
@@ -194,10 +219,10 @@ export class ClusterSessionReconciler implements Reconciler {
       return { requeueAfterMs: Math.min(untilExpiry, this.#recheckMs) };
     }
     const route: SessionRoute = create(SessionRouteSchema, {
-      sessionId: key.name,
+      sessionId: routeId,
       clientKeyHash: session.spec.clientKeyHash,
       state: SessionState.READY,
-      upstreams: agentUpstreams(agents, key.name, secret.secret, this.#o),
+      upstreams: agentUpstreams(agents, routeId, secret.secret, this.#o),
     });
     this.#o.routes.upsert(route);
     const pod = agents[0]!.pod;
@@ -205,7 +230,7 @@ export class ClusterSessionReconciler implements Reconciler {
       session,
       {
         phase: "Ready",
-        gateway: this.gatewayFor(key.name),
+        gateway: this.gatewayFor(ref.namespace, ref.name),
         pod: {
           name: pod.metadata!.name!,
           ...(pod.status?.podIP ? { ip: pod.status.podIP } : {}),
@@ -227,7 +252,7 @@ export class ClusterSessionReconciler implements Reconciler {
   async onTerminalError(key: ObjectKey, error: TerminalReconcileError): Promise<void> {
     const session = await this.#client.get({ namespace: key.namespace!, name: key.name });
     if (!session || session.metadata.deletionTimestamp) return;
-    this.#o.routes.remove(key.name);
+    this.#o.routes.remove(sessionKey(key.namespace!, key.name));
     await this.#writeStatus(
       session,
       { phase: "Failed", pod: null, gateway: null, agents: 0 },
@@ -243,37 +268,76 @@ export class ClusterSessionReconciler implements Reconciler {
   async #finalize(session: ClusterSession, _signal: AbortSignal): Promise<void> {
     const ref = { namespace: session.metadata.namespace!, name: session.metadata.name! };
     const finalizers = session.metadata.finalizers ?? [];
-    this.#o.routes.remove(ref.name);
+    this.#o.routes.remove(sessionKey(ref.namespace, ref.name));
     if (!finalizers.includes(MEMBER_FINALIZER)) return;
     const target = parseTarget(session.spec.target);
     const id = targetId(ref.namespace, target);
-    await this.#locks.with(id, async () => {
-      const { items } = await this.#client.list({ namespace: ref.namespace });
-      const others = items.filter((o) => {
-        if (o.metadata.name === ref.name || o.metadata.deletionTimestamp) return false;
-        const t = parseTarget(o.spec.target);
-        return t.kind === target.kind && t.name === target.name;
-      });
-      if (others.length > 0) return;
-      try {
-        await this.#o.provisioner.release(
-          { namespace: ref.namespace, id, kind: target.kind, name: target.name },
-          _signal,
+    // A target outside the allow-list (narrowed since the session started) is not ours to
+    // touch any more, and this cluster may no longer grant access to it: release nothing.
+    const allowed = this.#allow.check(ref.namespace, session.spec.target).allowed;
+    if (allowed)
+      await this.#locks.with(id, async () => {
+        const { items } = await this.#client.list({ namespace: ref.namespace });
+        const others = items.filter((o) => {
+          if (o.metadata.name === ref.name || o.metadata.deletionTimestamp) return false;
+          const t = parseTarget(o.spec.target);
+          return t.kind === target.kind && t.name === target.name;
+        });
+        if (others.length > 0) return;
+        try {
+          await this.#o.provisioner.release(
+            { namespace: ref.namespace, id, kind: target.kind, name: target.name },
+            _signal,
+          );
+          await this.#secrets.delete(ref.namespace, id);
+        } catch (err) {
+          throw withContext(`failed to release the agents of ${id} for deleted session ${ref.name}`, err);
+        }
+        this.#logger?.info(
+          { target: id, session: ref.name },
+          "last session on the target ended; agents released",
         );
-        await this.#secrets.delete(ref.namespace, id);
-      } catch (err) {
-        throw withContext(`failed to release the agents of ${id} for deleted session ${ref.name}`, err);
-      }
-      this.#logger?.info(
-        { target: id, session: ref.name },
-        "last session on the target ended; agents released",
-      );
-    });
+      });
     await this.#client.patch(
       ref,
       { metadata: { finalizers: finalizers.filter((f) => f !== MEMBER_FINALIZER) } },
       { resourceVersion: session.metadata.resourceVersion },
     );
+  }
+
+  /**
+   * Refused by this cluster's allow-list: Failed, with Valid and Ready False naming the field
+   * and the fix (the Primary mirrors Ready's message as the child's error); not routed, no
+   * finalizer, nothing provisioned; deleted by its own TTL like any session.
+   */
+  async #refuse(
+    session: ClusterSession,
+    verdict: Extract<AllowListVerdict, { allowed: false }>,
+    untilExpiry: number,
+  ): Promise<ReconcileResult> {
+    const namespace = session.metadata.namespace!;
+    const name = session.metadata.name!;
+    this.#o.routes.remove(sessionKey(namespace, name));
+    const known = session.status?.conditions?.some((c) => c.type === "Valid" && c.reason === verdict.reason);
+    if (!known)
+      this.#logger?.info(
+        {
+          session: name,
+          namespace,
+          target: session.spec.target,
+          reason: verdict.reason,
+          field: verdict.field,
+        },
+        "session refused by the allow-list",
+      );
+    const refused = { status: "False", reason: verdict.reason, message: verdict.message } as const;
+    await this.#writeStatus(
+      session,
+      { phase: "Failed", pod: null, gateway: null, agents: 0 },
+      { type: "Ready", ...refused },
+      { type: "Valid", ...refused },
+    );
+    return { requeueAfterMs: untilExpiry };
   }
 
   /** Merge-patches status when something would change (null removes a field). */
@@ -286,10 +350,11 @@ export class ClusterSessionReconciler implements Reconciler {
       agents: number;
     },
     ready: ConditionUpdate,
+    valid: ConditionUpdate = WITHIN_ALLOW_LIST,
   ): Promise<void> {
     const st = session.status ?? {};
     const generation = session.metadata.generation;
-    const conditions = setConditions(st.conditions, [ready], new Date(this.#now()), generation);
+    const conditions = setConditions(st.conditions, [ready, valid], new Date(this.#now()), generation);
     const unchanged =
       st.phase === fields.phase &&
       (st.gateway ?? null) === fields.gateway &&
@@ -313,7 +378,10 @@ export class ClusterSessionReconciler implements Reconciler {
         { resourceVersion: session.metadata.resourceVersion },
       );
     } catch (err) {
-      throw withContext(`failed to write the status of session ${session.metadata.name}`, err);
+      throw withContext(
+        `failed to write the status of session ${session.metadata.namespace}/${session.metadata.name}`,
+        err,
+      );
     }
   }
 }
@@ -326,7 +394,7 @@ export class ClusterSessionReconciler implements Reconciler {
  */
 export function agentUpstreams(
   agents: readonly Pick<AgentEndpoint, "id" | "baseUrl">[],
-  sessionName: string,
+  sessionId: string,
   secret: string,
   tls: Pick<ClusterSessionReconcilerOptions, "agentCaPem" | "agentServerName">,
 ): MessageInitShape<typeof UpstreamSchema>[] {
@@ -334,7 +402,7 @@ export function agentUpstreams(
     const secure = a.baseUrl.startsWith("wss:");
     return {
       cluster: a.id,
-      url: sessionUrl(a.baseUrl, sessionName),
+      url: sessionUrl(a.baseUrl, sessionId),
       secret,
       isDefault: i === 0,
       caPem: tls.agentCaPem ?? "",

@@ -4,7 +4,8 @@
 // (the snapshot cache is marked ready once every session that existed at start was
 // reconciled once, so routers never get a half-built table after a restart). It also
 // renews single-cluster sessions (no parent) from the routers' live-session reports,
-// since no Primary does that for them.
+// since no Primary does that for them; a report names session keys (`<namespace>:<name>`),
+// so a live client renews its own session only, never a same-named one elsewhere.
 import type { KubeConfig, V1Deployment, V1Pod, V1StatefulSet } from "@kubernetes/client-node";
 import type { Logger } from "pino";
 import { positive } from "../../../lib/option-error.js";
@@ -14,6 +15,8 @@ import {
   parseTarget,
   type ClusterSession,
 } from "../../../proto/api/v1alpha1/index.js";
+import { sessionKey } from "../../../proto/session-endpoint.js";
+import type { SessionAllowListOptions } from "../allow-list/index.js";
 import type { RouteSnapshotCache } from "../route-discovery/index.js";
 import {
   Controller,
@@ -54,6 +57,8 @@ export interface MemberControllerOptions {
   agentServerName?: string;
   /** Namespace for agent Secrets (the control plane's own; default: each target's namespace). */
   secretNamespace?: string;
+  /** Install-time allow-list this cluster enforces on every ClusterSession (default: everything). */
+  allowList?: SessionAllowListOptions;
   waitingRecheckMs?: number;
   logger?: Logger;
   metrics?: ControllerMetrics;
@@ -102,6 +107,7 @@ export class MemberController {
       ...(options.agentCaPem !== undefined ? { agentCaPem: options.agentCaPem } : {}),
       ...(options.agentServerName !== undefined ? { agentServerName: options.agentServerName } : {}),
       ...(options.secretNamespace !== undefined ? { secretNamespace: options.secretNamespace } : {}),
+      ...(options.allowList !== undefined ? { allowList: options.allowList } : {}),
       ...(options.waitingRecheckMs !== undefined ? { waitingRecheckMs: options.waitingRecheckMs } : {}),
       ...(logger ? { logger } : {}),
       ...(options.now ? { now: options.now } : {}),
@@ -157,9 +163,11 @@ export class MemberController {
   /**
    * Routers' live-session report (RouteDiscoveryStreamServer.onLiveSessions): renews the
    * TTL of single-cluster sessions with a live client. Children are renewed by their Primary.
+   * `sessionIds` are session keys (`<namespace>:<name>`, the routes' ids).
    */
   async observeLiveSessions(sessionIds: readonly string[]): Promise<void> {
     const now = (this.#o.now ?? Date.now)();
+    const live = new Set(sessionIds);
     // Forget sessions that no longer exist, so the map stays as small as the session list.
     const existing = new Set(
       this.sessions
@@ -167,25 +175,23 @@ export class MemberController {
         .map((s) => keyString({ namespace: s.metadata!.namespace, name: s.metadata!.name! })),
     );
     for (const k of this.#renewed.keys()) if (!existing.has(k)) this.#renewed.delete(k);
-    for (const id of sessionIds) {
-      for (const s of this.sessions.list()) {
-        if (s.metadata?.name !== id || s.spec.parent || s.metadata.deletionTimestamp) continue;
-        const key = keyString({ namespace: s.metadata.namespace, name: id });
-        const last = Math.max(this.#renewed.get(key) ?? 0, Date.parse(s.status?.renewedAt ?? "") || 0);
-        if (now - last < this.#o.renewIntervalMs!) continue;
-        this.#renewed.set(key, now);
-        await this.#client
-          .patchStatus(
-            { namespace: s.metadata.namespace!, name: id },
-            { renewedAt: new Date(now).toISOString() },
-          )
-          .catch((err: unknown) =>
-            this.#o.logger?.warn(
-              { session: id, err: (err as Error).message },
-              "could not renew a single-cluster session",
-            ),
-          );
-      }
+    for (const s of this.sessions.list()) {
+      const namespace = s.metadata?.namespace;
+      const name = s.metadata?.name;
+      if (!namespace || !name || s.spec.parent || s.metadata.deletionTimestamp) continue;
+      if (!live.has(sessionKey(namespace, name))) continue;
+      const key = keyString({ namespace, name });
+      const last = Math.max(this.#renewed.get(key) ?? 0, Date.parse(s.status?.renewedAt ?? "") || 0);
+      if (now - last < this.#o.renewIntervalMs!) continue;
+      this.#renewed.set(key, now);
+      await this.#client
+        .patchStatus({ namespace, name }, { renewedAt: new Date(now).toISOString() })
+        .catch((err: unknown) =>
+          this.#o.logger?.warn(
+            { session: name, namespace, err: (err as Error).message },
+            "could not renew a single-cluster session",
+          ),
+        );
     }
   }
 

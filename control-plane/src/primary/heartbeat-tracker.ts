@@ -3,9 +3,12 @@
 // list and replaces its previous one; a router that stops reporting (stream gone, pod
 // killed) stops counting after `staleAfterMs`, so a dead router never keeps a session
 // alive. Memory only: losing it on failover costs at most one heartbeat interval, far
-// less than any TTL.
+// less than any TTL. Reports carry routes' session ids, which are session keys
+// `<namespace>:<name>`; sessions are asked about by namespace and name, so a client of a
+// same-named session in another namespace never keeps this one alive.
 import type { LiveSessionsReport } from "../route-discovery/index.js";
 import { positive } from "../../../lib/option-error.js";
+import { sessionKey } from "../../../proto/session-endpoint.js";
 
 export interface HeartbeatTrackerOptions {
   /** A router's report counts this long after it arrived, ms (default 30 000; routers report every 5 s). */
@@ -29,7 +32,7 @@ export class HeartbeatTracker {
     this.routers.set(report.routerId, { at: this.now(), sessions: new Set(report.sessionIds) });
   }
 
-  /** Session ids with a live client on any router whose last report is fresh. */
+  /** Session keys (`<namespace>:<name>`) with a live client on any router whose last report is fresh. */
   liveSessions(): Set<string> {
     const cutoff = this.now() - this.staleAfterMs;
     const out = new Set<string>();
@@ -43,7 +46,8 @@ export class HeartbeatTracker {
     return out;
   }
 
-  isLive(sessionId: string): boolean {
-    return this.liveSessions().has(sessionId);
+  /** Whether the session object `namespace`/`name` has a live client. */
+  isLive(session: { namespace: string; name: string }): boolean {
+    return this.liveSessions().has(sessionKey(session.namespace, session.name));
   }
 }

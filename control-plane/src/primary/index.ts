@@ -8,8 +8,6 @@ export { SessionReconciler } from "./session-reconciler.js";
 export type { SessionReconcilerOptions } from "./session-reconciler.js";
 export { HeartbeatTracker } from "./heartbeat-tracker.js";
 export type { HeartbeatTrackerOptions } from "./heartbeat-tracker.js";
-export { SessionAllowList } from "./session-allow-list.js";
-export type { SessionAllowListOptions, AllowListVerdict } from "./session-allow-list.js";
 export { registryWorkloadClusters } from "./workload-clusters.js";
 export type { WorkloadCluster, WorkloadClusters, WorkloadClusterTopology } from "./workload-clusters.js";
 export {

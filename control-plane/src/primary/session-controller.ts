@@ -18,6 +18,7 @@ import {
   type ClusterSession,
   type MultiClusterSession,
 } from "../../../proto/api/v1alpha1/index.js";
+import { parseSessionKey } from "../../../proto/session-endpoint.js";
 import type { RouteSnapshotCache } from "../route-discovery/index.js";
 import {
   Controller,
@@ -165,7 +166,7 @@ export class SessionController {
       } catch (err) {
         // The reconcile of that parent reports it; the rest of the table must not wait.
         this.log.warn(
-          { session: p.metadata.name, err: (err as Error).message },
+          { session: p.metadata.name, namespace: p.metadata.namespace, err: (err as Error).message },
           "route not published at start",
         );
       }
@@ -173,7 +174,8 @@ export class SessionController {
     // Only the parents' entries are this controller's: a member controller in the same
     // process (mode "both") may already have published its children's tables.
     const parentId = new RegExp(PARENT_NAME_PATTERN);
-    const others = [...cache.snapshot().routes.values()].filter((r) => !parentId.test(r.sessionId));
+    const isParent = (id: string) => parentId.test(parseSessionKey(id)?.name ?? "");
+    const others = [...cache.snapshot().routes.values()].filter((r) => !isParent(r.sessionId));
     cache.replaceAll([...others, ...routes]);
     this.log.info({ sessions: routes.length }, "initial routing table published");
   }

@@ -11,6 +11,7 @@ import {
   type ChildSessionStatus,
   type MultiClusterSession,
 } from "../../../proto/api/v1alpha1/index.js";
+import { sessionKey } from "../../../proto/session-endpoint.js";
 import type { RouteSnapshotCache } from "../route-discovery/index.js";
 import { TransientReconcileError, withContext } from "../runtime/index.js";
 import type { ChildSecretStore } from "./child-secrets.js";
@@ -35,7 +36,7 @@ export class SessionFinalizer {
   async finalize(parent: MultiClusterSession): Promise<void> {
     const namespace = parent.metadata.namespace!;
     const name = parent.metadata.name!;
-    this.o.routes?.remove(name);
+    this.o.routes?.remove(sessionKey(namespace, name));
     if (!(parent.metadata.finalizers ?? []).includes(CHILDREN_FINALIZER)) return;
     const primaryClusterId = this.o.clusters.topology()?.primaryClusterId;
     if (!primaryClusterId) throw new TransientReconcileError("the cluster configuration is not loaded yet");

@@ -7,7 +7,9 @@
 // the clock decides (session-clock.ts), the children are driven on the workload
 // clusters (child-sessions.ts); this module only composes them. Nothing is kept in
 // memory between calls except caches and the heartbeat tracker, so any leader finishes
-// the work.
+// the work. Routes and heartbeats are keyed by the parent's namespace and name
+// (sessionKey), never its name alone: a same-named parent of another namespace — even
+// one the allow-list refuses — must not replace, remove or keep alive this one's route.
 import type { KubeConfig } from "@kubernetes/client-node";
 import type { Logger } from "pino";
 import { pino } from "pino";
@@ -20,6 +22,12 @@ import {
   type ClusterSession,
   type MultiClusterSession,
 } from "../../../proto/api/v1alpha1/index.js";
+import { sessionKey } from "../../../proto/session-endpoint.js";
+import {
+  SessionAllowList,
+  type AllowListVerdict,
+  type SessionAllowListOptions,
+} from "../allow-list/index.js";
 import type { RouteSnapshotCache } from "../route-discovery/index.js";
 import {
   TransientReconcileError,
@@ -33,11 +41,6 @@ import { ChildSecretStore } from "./child-secrets.js";
 import { ChildSessions } from "./child-sessions.js";
 import type { HeartbeatTracker } from "./heartbeat-tracker.js";
 import { writeParentStatus, type ParentClient } from "./parent-status-writer.js";
-import {
-  SessionAllowList,
-  type AllowListVerdict,
-  type SessionAllowListOptions,
-} from "./session-allow-list.js";
 import { sessionClock, type ActiveClock, type SessionClockIntervals } from "./session-clock.js";
 import { SessionFinalizer } from "./session-finalizer.js";
 import { SessionMetrics } from "./session-metrics.js";
@@ -54,7 +57,7 @@ export interface SessionReconcilerOptions {
   heartbeat: HeartbeatTracker;
   /** Where Ready sessions' tables go; omitted = no routing (tests of the lifecycle only). */
   routes?: RouteSnapshotCache;
-  /** Install-time allow-list (default: every namespace and target kind). */
+  /** Install-time allow-list (default: every namespace, target kind and target). */
   allowList?: SessionAllowListOptions;
   /** How often connectedTimestamp is refreshed while a client is live, ms (default 10 000). */
   heartbeatIntervalMs?: number;
@@ -130,7 +133,7 @@ export class SessionReconciler implements Reconciler {
     const name = key.name;
     const parent = await this.parents.get({ namespace, name });
     if (!parent) {
-      this.options.routes?.remove(name);
+      this.options.routes?.remove(sessionKey(namespace, name));
       return;
     }
     if (parent.metadata.deletionTimestamp) return this.finalizer.finalize(parent);
@@ -138,7 +141,12 @@ export class SessionReconciler implements Reconciler {
 
     // The clock first: an expired session is deleted whatever else is wrong with it.
     const now = this.now();
-    const clock = sessionClock(parent, now, this.options.heartbeat.isLive(name), this.intervals);
+    const clock = sessionClock(
+      parent,
+      now,
+      this.options.heartbeat.isLive({ namespace, name }),
+      this.intervals,
+    );
     if (clock.expired) return this.expire(parent, clock.ttlMs);
     const verdict = this.allow.check(namespace, parent.spec.target);
     if (!verdict.allowed) return this.refuse(parent, verdict, clock, now);
@@ -203,7 +211,7 @@ export class SessionReconciler implements Reconciler {
       this.options.gatewayCaPem ? { gatewayCaPem: this.options.gatewayCaPem } : {},
     );
     if (route) this.options.routes?.upsert(route);
-    else this.options.routes?.remove(parent.metadata.name!);
+    else this.options.routes?.remove(sessionKey(parent.metadata.namespace!, parent.metadata.name!));
   }
 
   private async ensureFinalizer(parent: MultiClusterSession): Promise<void> {
@@ -231,7 +239,7 @@ export class SessionReconciler implements Reconciler {
     );
     await this.parents.delete(ref);
     this.metrics.counts.expirations++;
-    this.options.routes?.remove(ref.name);
+    this.options.routes?.remove(sessionKey(ref.namespace, ref.name));
   }
 
   /** Refused by the allow-list: Failed, not routed, and left to expire by its TTL. */
@@ -254,7 +262,7 @@ export class SessionReconciler implements Reconciler {
         parent.metadata.generation,
       ).conditions,
     });
-    this.options.routes?.remove(parent.metadata.name!);
+    this.options.routes?.remove(sessionKey(parent.metadata.namespace!, parent.metadata.name!));
     return { requeueAfterMs: clock.untilExpiryMs };
   }
 

@@ -35,13 +35,23 @@ describe("buildSessionRoute", () => {
       { gatewayCaPem: undefined },
     )!;
     validateSessionRoute(route);
-    expect(route.sessionId).toBe("mc-0123456789abcdef");
+    expect(route.sessionId).toBe("shop:mc-0123456789abcdef");
     expect(route.clientKeyHash).toBe("c".repeat(64));
     expect(route.state).toBe(SessionState.READY);
     expect(route.upstreams.map((u) => [u.cluster, u.url, u.secret, u.isDefault])).toEqual([
       ["east", "wss://east.gw:8443", "se", true],
       ["west", "wss://west.gw:8443", "sw", false],
     ]);
+  });
+
+  it("keys the table by namespace and name: a same-named parent of another namespace is another route", () => {
+    const other = parent("Ready");
+    other.metadata.namespace = "tenant-b";
+    other.spec.clientKeyHash = "b".repeat(64);
+    const a = buildSessionRoute(parent("Ready"), { east: "se", west: "sw" })!;
+    const b = buildSessionRoute(other, { east: "be", west: "bw" })!;
+    expect(b.sessionId).toBe("tenant-b:mc-0123456789abcdef");
+    expect(b.sessionId).not.toBe(a.sessionId);
   });
 
   it("keeps a Pending session routed to its ready children, and CREATING when none is ready", () => {

@@ -1,7 +1,9 @@
 // A Ready parent's routing table for the Primary's routers (DESIGN §2, §6): one upstream
 // per ready child — its gateway URL and the per-child secret the router presents there —
 // with the Default cluster's child marked. Built from the parent's status (not from
-// memory), so any leader rebuilds the same table.
+// memory), so any leader rebuilds the same table. Its session id is the parent's key
+// `<namespace>:<name>`: the URL clients connect to, and what no parent of another
+// namespace can share.
 import { create } from "@bufbuild/protobuf";
 import {
   SessionRouteSchema,
@@ -10,6 +12,7 @@ import {
   type SessionRoute,
 } from "../../../proto/gen/route_discovery_pb.js";
 import type { MultiClusterSession } from "../../../proto/api/v1alpha1/index.js";
+import { sessionKey } from "../../../proto/session-endpoint.js";
 import { ChildSecretMissingError } from "./session-errors.js";
 import { childSecretsName } from "./child-session-plan.js";
 
@@ -50,7 +53,7 @@ export function buildSessionRoute(
       });
     });
   return create(SessionRouteSchema, {
-    sessionId: name,
+    sessionId: sessionKey(parent.metadata.namespace!, name),
     clientKeyHash: parent.spec.clientKeyHash,
     state: upstreams.length > 0 ? SessionState.READY : SessionState.CREATING,
     upstreams,

@@ -3,11 +3,12 @@
 // with an error naming the field, instead of being NACKed by every router.
 import { SessionState, type SessionRoute } from "../../../proto/gen/route_discovery_pb.js";
 import { isSecretHash } from "../../../proto/session-auth.js";
+import { parseSessionKey } from "../../../proto/session-endpoint.js";
 import { RouteValidationError } from "./errors.js";
 
 const dnsLabel = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
-/** Session ids end up in URL paths and object names: a DNS subdomain-ish charset. */
-const sessionIdPattern = /^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/;
+/** An id that is not a session key (static tables, tests): a DNS subdomain-ish charset. */
+const plainIdPattern = /^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/;
 
 /** Throws RouteValidationError when the route cannot be served as given. */
 export function validateSessionRoute(route: SessionRoute): void {
@@ -15,8 +16,13 @@ export function validateSessionRoute(route: SessionRoute): void {
   const fail = (msg: string): never => {
     throw new RouteValidationError(id, msg);
   };
-  if (!sessionIdPattern.test(id)) {
-    fail("session_id must be 1-253 lowercase alphanumerics, '-' or '.', starting and ending alphanumeric");
+  // The reconcilers publish session keys (<namespace>:<name>, sessionKey); a malformed key
+  // is refused here rather than served under an id no client would ask for.
+  if (id.includes(":") ? parseSessionKey(id) === undefined : !plainIdPattern.test(id)) {
+    fail(
+      "session_id must be a session key <namespace>:<name> (an RFC 1123 label, ':', a DNS subdomain) " +
+        "or 1-253 lowercase alphanumerics, '-' or '.', starting and ending alphanumeric",
+    );
   }
   if (!isSecretHash(route.clientKeyHash)) {
     fail("client_key_hash must be the lowercase hex sha256 (64 characters) of the client secret");

@@ -93,6 +93,10 @@ describe("RouteSnapshotCache", () => {
 
   it.each([
     ["a bad session id", { sessionId: "MC_A" }],
+    ...["shop:", ":mc-a", "Shop:mc-a", "shop:mc-a:b", "shop:MC_A"].map((sessionId): [string, object] => [
+      `a malformed session key ${sessionId}`,
+      { sessionId },
+    ]),
     ["a bad key hash", { clientKeyHash: "abc" }],
     ["an unspecified state", { state: SessionState.UNSPECIFIED }],
     ["a READY route without default", { upstreams: [{ cluster: "east", url: "wss://x", secret: "s" }] }],
@@ -117,6 +121,21 @@ describe("RouteSnapshotCache", () => {
     expect(() => c.upsert(bad)).toThrow(expect.objectContaining({ code: "SWITCHYARD_ROUTE_INVALID" }));
     expect(() => c.replaceAll([bad])).toThrow(expect.objectContaining({ code: "SWITCHYARD_ROUTE_INVALID" }));
     expect(c.version()).toBe(v);
+  });
+
+  it("keys routes by namespace and name: a same-named session of another namespace is another entry", () => {
+    const c = new RouteSnapshotCache();
+    const victim = route("shop:mc-0123456789abcdef");
+    const v1 = c.upsert(victim);
+    c.upsert(route("tenant-b:mc-0123456789abcdef", "intruder"));
+    expect(c.size).toBe(2);
+    expect(c.get("shop:mc-0123456789abcdef")).toEqual(victim);
+    c.remove("tenant-b:mc-0123456789abcdef");
+    c.remove("mc-0123456789abcdef"); // a name alone names nothing
+    expect(c.get("shop:mc-0123456789abcdef")).toEqual(victim);
+    const d = c.changesSince(v1)!;
+    expect(d.upserts).toEqual([]);
+    expect(d.removes).toEqual(["tenant-b:mc-0123456789abcdef"]);
   });
 
   it("accepts a CREATING route without upstreams and refuses duplicate ids in replaceAll", () => {

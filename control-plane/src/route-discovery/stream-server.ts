@@ -18,6 +18,7 @@ import {
   type DiscoveryRequest__Output,
   type DiscoveryResponse,
 } from "../../../proto/route-discovery-service.js";
+import { SESSION_ID_MAX_LENGTH } from "../../../proto/session-endpoint.js";
 import { DiscoveryStreamError, RouterAuthError } from "./errors.js";
 import { RouteDiscoveryMetrics } from "./route-discovery-metrics.js";
 import type { RouterAuthenticator, RouterIdentity, RouterPeer } from "./router-authenticator.js";
@@ -438,10 +439,10 @@ class DiscoveryStream {
         `live_sessions lists ${ls.sessionIds.length} sessions; at most ${this.server.maxLiveSessionsPerReport} per report`,
       );
     }
-    if (ls.sessionIds.some((id) => id.length === 0 || id.length > 253)) {
+    if (ls.sessionIds.some((id) => id.length === 0 || id.length > SESSION_ID_MAX_LENGTH)) {
       throw this.server.violation(
         Status.INVALID_ARGUMENT,
-        "live_sessions.session_ids must be 1-253 characters each",
+        `live_sessions.session_ids must be 1-${SESSION_ID_MAX_LENGTH} characters each`,
       );
     }
     this.liveSessions = ls.sessionIds.length;

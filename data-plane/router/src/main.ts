@@ -12,6 +12,7 @@ import { loadStaticRoutes } from "./static-routes.js";
 
 interface Flags {
   listen: string;
+  adminListen: string;
   routesFile?: string;
   controlPlane?: string;
   tokenFile?: string;
@@ -40,11 +41,12 @@ function intFlag(name: string, raw: string): number {
   return n;
 }
 
-function parseListen(raw: string): { host: string; port: number } {
+/** host:port (an empty host: every interface), e.g. `0.0.0.0:8080`, `:9091`, `[::1]:0`. */
+function parseListen(flag: string, raw: string, example: string): { host: string; port: number } {
   const i = raw.lastIndexOf(":");
   const port = Number(raw.slice(i + 1));
-  if (i < 0 || !Number.isInteger(port) || port < 0 || port > 65535)
-    throw new OptionError("--listen", `must be host:port (e.g. 0.0.0.0:8080), got ${JSON.stringify(raw)}`);
+  if (i < 0 || raw.slice(i + 1) === "" || !Number.isInteger(port) || port < 0 || port > 65535)
+    throw new OptionError(flag, `must be host:port (e.g. ${example}), got ${JSON.stringify(raw)}`);
   return { host: raw.slice(0, i).replace(/^\[|\]$/g, "") || "0.0.0.0", port };
 }
 
@@ -52,7 +54,17 @@ async function main(): Promise<void> {
   const program = new Command("switchyard-router")
     .description("Switchyard router: fans session frames out to upstreams and merges the answers")
     .addOption(
-      new Option("--listen <host:port>", "listen address").env(env("LISTEN")).default("0.0.0.0:8080"),
+      new Option("--listen <host:port>", "session port: /v1/sessions/{id}, /healthz, /readyz")
+        .env(env("LISTEN"))
+        .default("0.0.0.0:8080"),
+    )
+    .addOption(
+      new Option(
+        "--admin-listen <host:port>",
+        "admin port, plain HTTP: /metrics, /healthz, /readyz, /debug/routes, /debug/memory (session ids, upstream and pod addresses: keep it off the public network)",
+      )
+        .env(env("ADMIN_LISTEN"))
+        .default("127.0.0.1:9091"),
     )
     .addOption(
       new Option(
@@ -141,10 +153,12 @@ async function main(): Promise<void> {
     throw new OptionError("--tls-cert", "--tls-cert and --tls-key go together");
 
   const highWater = intFlag("high-water-bytes", f.highWaterBytes);
-  const { host, port } = parseListen(f.listen);
+  const { host, port } = parseListen("--listen", f.listen, "0.0.0.0:8080");
+  const admin = parseListen("--admin-listen", f.adminListen, "127.0.0.1:9091");
   const router = new RouterServer({
     host,
     port,
+    admin,
     logger: log,
     ...(f.tlsCert && f.tlsKey
       ? { tls: { certPem: readFileSync(f.tlsCert, "utf8"), keyPem: readFileSync(f.tlsKey, "utf8") } }

@@ -1,9 +1,10 @@
-// The router's network face: one HTTP(S) server carrying
+// The router's network face: the public HTTP(S) session port carrying
 //   - the WebSocket endpoint /v1/sessions/{id}, authenticated in the upgrade handler
-//     (401 missing/wrong secret, 404 unknown session, 503 + Retry-After while the session
-//     is being created or before the first routing table) so nothing is upgraded that
-//     should not be;
-//   - /metrics, /healthz, /readyz and a redacted /debug/routes.
+//     (401 without a secret, 404 for an unknown session and for a wrong secret alike, 503 +
+//     Retry-After while the session is being created or before the first routing table) so
+//     nothing is upgraded that should not be;
+//   - /healthz and /readyz (probes and load balancers); every other path is 404;
+// and, when `admin` is given, the admin listener (admin-server.ts: /metrics, /debug/*).
 // It owns the routing table, the session registry and the metrics of one router.
 import {
   createServer as createHttpServer,
@@ -23,6 +24,7 @@ import { DEFAULT_MAX_PAYLOAD_BYTES, HEADER_BYTES } from "../../../proto/frame-co
 import { SessionState } from "../../../proto/gen/route_discovery_pb.js";
 import { bearerSecret, secretMatches } from "../../../proto/session-auth.js";
 import { parseSessionPath, writeRefusal } from "../../../proto/session-endpoint.js";
+import { AdminServer, json, listenOn, text, type AdminListen } from "./admin-server.js";
 import { CloseCode, type SessionLimits } from "./routed-session.js";
 import { RouterMetrics } from "./router-metrics.js";
 import { RoutingTable } from "./routing-table.js";
@@ -41,7 +43,26 @@ export interface RouterServerOptions {
   logger: Logger;
   /** An existing table (e.g. fed by the RouteDiscovery client); a new one otherwise. */
   table?: RoutingTable;
+  /** Where /metrics and /debug/* are served (plain HTTP); absent: no admin listener. */
+  admin?: AdminListen;
 }
+
+/**
+ * What an unknown session and a wrong secret are both answered with, byte for byte: which
+ * sessions a router serves is not for a caller without the secret to find out.
+ */
+const NO_SUCH_SESSION = {
+  status: 404,
+  code: ErrorCode.SESSION_NOT_FOUND,
+  message:
+    "no session with this id and secret on this router: it ended, was never created, or the secret is not its own",
+} as const;
+
+/**
+ * Compared against when the session is unknown, so that answer costs the same hash and
+ * constant-time comparison as a wrong secret.
+ */
+const UNKNOWN_SESSION_HASH = "0".repeat(64);
 
 export const defaultLimits: SessionLimits = {
   maxPayloadBytes: DEFAULT_MAX_PAYLOAD_BYTES,
@@ -87,6 +108,7 @@ export class RouterServer {
   readonly sessions: SessionRegistry;
   readonly limits: SessionLimits;
   private readonly server: Server;
+  private readonly admin: AdminServer | undefined;
   private readonly wss: WebSocketServer;
   private readonly log: Logger;
   private readonly retryAfter: number;
@@ -111,27 +133,56 @@ export class RouterServer {
       // Frames up to 4× the limit get a precise protocol error; beyond that ws closes (1009).
       maxPayload: this.limits.maxPayloadBytes * 4 + HEADER_BYTES,
     });
-    const handler = (req: IncomingMessage, res: ServerResponse) => void this.http(req, res);
+    const handler = (req: IncomingMessage, res: ServerResponse) => this.http(req, res);
     this.server = opts.tls
       ? createHttpsServer({ cert: opts.tls.certPem, key: opts.tls.keyPem }, handler)
       : createHttpServer(handler);
     this.server.on("upgrade", (req: IncomingMessage, socket: Duplex, head: Buffer) =>
       this.upgrade(req, socket as Socket, head),
     );
+    this.admin = opts.admin
+      ? new AdminServer(
+          { metrics: this.metrics, table: this.table, sessions: this.sessions, logger: this.log },
+          opts.admin,
+        )
+      : undefined;
   }
 
-  /** Starts listening; resolves with the bound address. */
+  /**
+   * Starts listening (the admin listener first, so that once the session port answers,
+   * /metrics does too); resolves with the session port's address. Logs "router listening"
+   * with both addresses (adminAddress/adminPort when there is an admin listener).
+   */
   async listen(): Promise<AddressInfo> {
-    await new Promise<void>((resolve, reject) => {
-      this.server.once("error", reject);
-      this.server.listen(this.opts.port ?? 8080, this.opts.host ?? "0.0.0.0", () => {
-        this.server.off("error", reject);
-        resolve();
-      });
-    });
+    const admin = await this.admin?.listen();
+    try {
+      await listenOn(
+        this.server,
+        this.opts.host ?? "0.0.0.0",
+        this.opts.port ?? 8080,
+        "session listener",
+        "--listen",
+      );
+    } catch (err) {
+      await this.admin?.close();
+      throw err;
+    }
     const addr = this.server.address() as AddressInfo;
-    this.log.info({ address: addr.address, port: addr.port, tls: !!this.opts.tls }, "router listening");
+    this.log.info(
+      {
+        address: addr.address,
+        port: addr.port,
+        tls: !!this.opts.tls,
+        ...(admin ? { adminAddress: admin.address, adminPort: admin.port } : {}),
+      },
+      "router listening",
+    );
     return addr;
+  }
+
+  /** The admin listener's address once listening; undefined without one. */
+  get adminAddress(): AddressInfo | undefined {
+    return this.admin?.address();
   }
 
   /** Runs until `signal` aborts, then closes every session and the listener. */
@@ -145,10 +196,13 @@ export class RouterServer {
   async close(): Promise<void> {
     this.sessions.close();
     for (const c of this.wss.clients) c.terminate();
-    await new Promise<void>((resolve) => {
-      this.server.close(() => resolve());
-      this.server.closeAllConnections?.();
-    });
+    await Promise.all([
+      new Promise<void>((resolve) => {
+        this.server.close(() => resolve());
+        this.server.closeAllConnections?.();
+      }),
+      this.admin?.close(),
+    ]);
   }
 
   private upgrade(req: IncomingMessage, socket: Socket, head: Buffer): void {
@@ -181,24 +235,13 @@ export class RouterServer {
       );
     }
     const route = this.table.get(sessionId);
-    if (!route) {
-      this.metrics.event("session_not_found");
-      return writeRefusal(
-        socket,
-        404,
-        ErrorCode.SESSION_NOT_FOUND,
-        `session ${sessionId} is not served by this router (ended or never created)`,
-      );
-    }
-    if (!secretMatches(secret, route.clientKeyHash)) {
-      this.metrics.event("auth_failed");
-      this.log.info({ session: sessionId }, "client presented a wrong session secret");
-      return writeRefusal(
-        socket,
-        401,
-        ErrorCode.UNAUTHENTICATED,
-        `the secret does not match session ${sessionId}`,
-      );
+    // Both refusals below do the same work and write the same bytes; only the metrics (on
+    // the admin port) and the log tell them apart.
+    if (!secretMatches(secret, route?.clientKeyHash ?? UNKNOWN_SESSION_HASH) || !route) {
+      const reason = route ? "wrong_secret" : "unknown_session";
+      this.metrics.event(route ? "auth_failed" : "session_not_found");
+      this.log.info({ session: sessionId, reason }, "session refused");
+      return writeRefusal(socket, NO_SUCH_SESSION.status, NO_SUCH_SESSION.code, NO_SUCH_SESSION.message);
     }
     if (route.state !== SessionState.READY) {
       this.metrics.event("session_creating");
@@ -222,57 +265,17 @@ export class RouterServer {
     });
   }
 
-  private async http(req: IncomingMessage, res: ServerResponse): Promise<void> {
+  /** The session port's plain HTTP: probes only; metrics and debug views are on the admin port. */
+  private http(req: IncomingMessage, res: ServerResponse): void {
     const path = (req.url ?? "").split("?")[0];
-    try {
-      switch (path) {
-        case "/healthz":
-          return text(res, 200, "ok\n");
-        case "/readyz":
-          return this.table.loaded ? text(res, 200, "ok\n") : text(res, 503, "no routing table yet\n");
-        case "/metrics":
-          res.writeHead(200, { "content-type": this.metrics.registry.contentType });
-          res.end(await this.metrics.registry.metrics());
-          return;
-        case "/debug/routes":
-          return json(res, 200, this.debugRoutes());
-        case "/debug/memory": {
-          // ?gc=1 with --expose-gc: collect first, so benchmarks read live heap, not garbage.
-          if (new URL(req.url ?? "/", "http://x").searchParams.get("gc") === "1")
-            (globalThis as { gc?: () => void }).gc?.();
-          return json(res, 200, {
-            ...process.memoryUsage(),
-            cpu: process.cpuUsage(),
-            sessions: this.sessions.size,
-          });
-        }
-        default:
-          return json(res, 404, { code: ErrorCode.NOT_FOUND, message: `no handler for ${path}` });
-      }
-    } catch (err) {
-      this.log.error({ err }, "http handler failed");
-      if (!res.headersSent) json(res, 500, { code: ErrorCode.INTERNAL, message: "internal error" });
+    switch (path) {
+      case "/healthz":
+        return text(res, 200, "ok\n");
+      case "/readyz":
+        return this.table.loaded ? text(res, 200, "ok\n") : text(res, 503, "no routing table yet\n");
+      default:
+        return json(res, 404, { code: ErrorCode.NOT_FOUND, message: `no handler for ${path}` });
     }
-  }
-
-  private debugRoutes(): unknown {
-    const t = this.table.redacted();
-    return {
-      ...t,
-      attached: [...this.sessions.values()].map((s) => ({
-        sessionId: s.id,
-        connections: s.connectionCount,
-        clientBufferedBytes: s.clientBufferedBytes,
-        upstreams: [...s.upstreamLinks()].map((l) => ({
-          cluster: l.cluster,
-          state: l.state,
-          isDefault: l.isDefault,
-          lastError: l.lastError,
-          bufferedBytes: l.bufferedBytes,
-          connections: s.connectionsOn(l),
-        })),
-      })),
-    };
   }
 
   private *linkCounts(): Iterable<{ cluster: string; state: string; count: number }> {
@@ -297,14 +300,4 @@ export class RouterServer {
     }
     return { client, upstream };
   }
-}
-
-function text(res: ServerResponse, status: number, body: string): void {
-  res.writeHead(status, { "content-type": "text/plain; charset=utf-8" });
-  res.end(body);
-}
-
-function json(res: ServerResponse, status: number, body: unknown): void {
-  res.writeHead(status, { "content-type": "application/json" });
-  res.end(JSON.stringify(body));
 }

@@ -90,6 +90,26 @@ describe("RoutingTable", () => {
     expect(t.get("a")).toBeDefined();
   });
 
+  it("keeps same-named sessions of two namespaces apart: removing one leaves the other", () => {
+    const t = new RoutingTable();
+    const victim = route("shop:mc-0123456789abcdef");
+    const intruder = {
+      ...route("tenant-b:mc-0123456789abcdef", [
+        { cluster: "west", url: "ws://127.0.0.1:2/x", secret: "b", isDefault: true },
+      ]),
+      clientKeyHash: hashSecret("b"),
+    };
+    const longest = route(`${"n".repeat(63)}:${"a".repeat(253)}`);
+    t.apply({ fullResync: true, upserts: [victim, intruder, longest], removes: [], version: "1" });
+    expect(t.size).toBe(3);
+    t.apply({ fullResync: false, upserts: [], removes: ["tenant-b:mc-0123456789abcdef"], version: "2" });
+    expect(t.get("shop:mc-0123456789abcdef")).toEqual(victim);
+    expect(t.get("tenant-b:mc-0123456789abcdef")).toBeUndefined();
+    expect(() =>
+      t.apply({ fullResync: false, upserts: [route(`${longest.sessionId}x`)], removes: [], version: "3" }),
+    ).toThrow(RouteTableError);
+  });
+
   it("accepts a DNS server_name and reports a change of it (or of ca_pem) as a changed route", () => {
     const t = new RoutingTable();
     const changed: string[][] = [];

@@ -21,7 +21,12 @@ export interface RouteChange {
 }
 
 const CLUSTER_RE = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
-const SESSION_RE = /^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$/;
+/**
+ * Opaque session ids, as the session path carries them: the control plane's are
+ * `<namespace>:<name>` keys (proto/session-endpoint.ts), so that two same-named sessions of
+ * different namespaces are two entries here, never one.
+ */
+const SESSION_RE = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,316}$/;
 /** A DNS name a certificate can carry as a SAN (SNI takes no IP address). */
 const DNS_NAME_RE =
   /^(?=.{1,253}$)[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?(\.[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)*$/;

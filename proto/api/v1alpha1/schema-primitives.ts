@@ -38,6 +38,14 @@ export type TargetKind = (typeof TARGET_KINDS)[number];
 /** `<kind>/<name>` with an optional `/container/<container>`, e.g. `deployment/myapp/container/app`. */
 export const TARGET_PATTERN = `^(${TARGET_KINDS.join("|")})/${SUBDOMAIN_BODY}(/container/${LABEL_BODY})?$`;
 
+// An entry of the operator's target allow-list: `<namespace>/<kind>/<name>`, where `*` in a
+// part matches any run of characters within that part: `shop/deployment/web`,
+// `shop/deployment/api-*`, `team-*/*/*`. The kind part is `*` or a kind; the container of a
+// target is not part of it.
+export const ALLOWED_TARGET_PATTERN =
+  `^[a-z0-9*]([-a-z0-9*]{0,61}[a-z0-9*])?/(\\*|${TARGET_KINDS.join("|")})/` +
+  `[a-z0-9*]([-a-z0-9.*]{0,251}[a-z0-9*])?$`;
+
 /** A closed set of strings: an `enum` in the CRD, a string-literal union in TypeScript. */
 export function StringEnum<const T extends readonly string[]>(
   values: T,

@@ -6,6 +6,7 @@ import { Type, type Static } from "@sinclair/typebox";
 import { OPERATOR_OBJECT_NAME } from "./api-group.js";
 import type { CrdDefinition, CustomResource } from "./crd-definition.js";
 import {
+  ALLOWED_TARGET_PATTERN,
   cel,
   Conditions,
   DnsLabel,
@@ -87,6 +88,23 @@ export const SwitchyardOperatorSpec = Type.Object(
               maxItems: TARGET_KINDS.length,
               "x-kubernetes-list-type": "set",
             }),
+          ),
+          targets: Type.Optional(
+            Type.Array(
+              Type.String({
+                description:
+                  "A target sessions may use, as <namespace>/<kind>/<name>; * in a part matches any run " +
+                  "of characters within that part (e.g. shop/deployment/api-*, team-*/*/*).",
+                minLength: 5,
+                maxLength: 329,
+                pattern: ALLOWED_TARGET_PATTERN,
+              }),
+              {
+                description: "Targets sessions may use (all when absent); a session must match one.",
+                maxItems: 256,
+                "x-kubernetes-list-type": "set",
+              },
+            ),
           ),
         },
         {
@@ -171,10 +189,22 @@ export const SwitchyardOperatorStatus = Type.Object(
     sessions: Type.Optional(
       Type.Object(
         {
-          multiClusterSessions: NonNegativeInt("Parent sessions this cluster orchestrates."),
-          clusterSessions: NonNegativeInt("Child or single-cluster sessions served here."),
+          multiClusterSessions: NonNegativeInt(
+            "Live MultiClusterSessions on this cluster, which it orchestrates as Primary; 0 where " +
+              "the control plane runs in member mode only.",
+          ),
+          clusterSessions: NonNegativeInt(
+            "Live ClusterSessions on this cluster, which its member serves: children of any " +
+              "Primary and single-cluster sessions; 0 on a management-only Primary.",
+          ),
         },
-        { description: "Active sessions summary." },
+        {
+          description:
+            "Sessions this control plane serves. A session is live while it exists, is not being " +
+            "deleted and has not Failed (phase Initializing, Pending, Ready or none yet). Written " +
+            "by the leader from its watch caches within about a second of a change; absent until " +
+            "those caches have synced.",
+        },
       ),
     ),
     conditions: Type.Optional(Conditions()),

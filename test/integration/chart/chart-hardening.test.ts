@@ -1,7 +1,8 @@
 // The chart's operational hardening, rendered by the real helm binary (no API server needed):
 // resource requests and limits (CPU, memory, ephemeral storage), spreading replicas over nodes
-// and zones, and the NetworkPolicies of the control plane and the routers; each value that can be
-// wrong fails `helm template` with the field named.
+// and zones, the NetworkPolicies of the control plane and the routers, and the routers' admin port
+// (/metrics, /debug/*) kept out of the public Service; each value that can be wrong fails
+// `helm template` with the field named.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { chartDir, find, Helm, type Manifest } from "../../env/helm.js";
 
@@ -151,11 +152,17 @@ describe("network policies", () => {
     expect(cp.egress).toEqual([{}]);
   });
 
-  it("open the routers' session port to anywhere by default, or to routerFrom and the monitoring peers", async () => {
+  it("open the routers' session port to anywhere by default or to routerFrom, their admin port to monitoring only", async () => {
     const open = policy(await helm.template({}), "switchyard-router");
     expect(open.podSelector.matchLabels).toEqual(selector("router"));
     expect(open.policyTypes).toEqual(["Ingress", "Egress"]);
-    expect(open.ingress).toEqual([{ ports: [{ port: 8443, protocol: "TCP" }] }]);
+    const defaultMonitoring = {
+      namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": "monitoring" } },
+    };
+    expect(open.ingress).toEqual([
+      { ports: [{ port: 8443, protocol: "TCP" }] },
+      { from: [defaultMonitoring], ports: [{ port: 9091, protocol: "TCP" }] },
+    ]);
     const lb = { ipBlock: { cidr: "10.0.0.0/8" } };
     const monitoring = { namespaceSelector: { matchLabels: { team: "observability" } } };
     const restricted = policy(
@@ -163,19 +170,20 @@ describe("network policies", () => {
       "switchyard-router",
     );
     expect(restricted.ingress).toEqual([
-      { ports: [{ port: 8443, protocol: "TCP" }], from: [lb, monitoring] },
+      { ports: [{ port: 8443, protocol: "TCP" }], from: [lb] },
+      { from: [monitoring], ports: [{ port: 9091, protocol: "TCP" }] },
     ]);
   });
 
   it("follow the ports and render nothing when disabled", async () => {
     const moved = await helm.template({
       controlPlane: { grpcPort: 7443, metricsPort: 7090 },
-      router: { containerPort: 7000 },
+      router: { containerPort: 7000, adminPort: 7091 },
     });
     expect(policy(moved, "switchyard-control-plane").ingress.map((r) => r.ports[0]!.port)).toEqual([
       7443, 7090,
     ]);
-    expect(policy(moved, "switchyard-router").ingress[0]!.ports[0]!.port).toBe(7000);
+    expect(policy(moved, "switchyard-router").ingress.map((r) => r.ports[0]!.port)).toEqual([7000, 7091]);
     const off = await helm.template({ networkPolicy: { enabled: false } });
     expect(off.filter((m) => m.kind === "NetworkPolicy")).toEqual([]);
   });
@@ -211,6 +219,11 @@ const invalid: Array<[name: string, values: Values, expected: string[]]> = [
     ],
   ],
   [
+    "the router's admin port on its session port",
+    { router: { containerPort: 9091 } },
+    ["router.adminPort: equals router.containerPort. Fix: give them different ports"],
+  ],
+  [
     "hard anti-affinity and an own podAntiAffinity",
     { router: { podAntiAffinity: "hard", affinity: { podAntiAffinity: {} } } },
     ["router.podAntiAffinity: is hard, but router.affinity.podAntiAffinity is set too"],
@@ -228,6 +241,12 @@ const invalid: Array<[name: string, values: Values, expected: string[]]> = [
     ["controlPlane.topologySpread[1]: repeats topologyKey kubernetes.io/hostname"],
   ],
   // Types and shapes come from values.schema.json.
+  ["schema: an admin port out of range", { router: { adminPort: 70000 } }, ["/router/adminPort"]],
+  [
+    "schema: the removed routerTlsConfig",
+    { metrics: { serviceMonitor: { routerTlsConfig: {} } } },
+    ["routerTlsConfig"],
+  ],
   ["schema: unknown anti-affinity", { router: { podAntiAffinity: "always" } }, ["/router/podAntiAffinity"]],
   [
     "schema: not a quantity",
@@ -251,6 +270,105 @@ const invalid: Array<[name: string, values: Values, expected: string[]]> = [
     ["/router/priorityClassName"],
   ],
 ];
+
+interface ServicePort {
+  name: string;
+  port: number;
+  targetPort: string | number;
+  nodePort?: number;
+}
+interface ServiceSpec {
+  type: string;
+  clusterIP?: string;
+  selector: Record<string, string>;
+  ports: ServicePort[];
+}
+const serviceSpec = (m: Manifest) => (m as unknown as { spec: ServiceSpec }).spec;
+
+describe("the routers' admin port (/metrics, /debug/*)", () => {
+  const exposures: Array<[string, Values]> = [
+    ["ClusterIP", {}],
+    ["NodePort", { router: { service: { type: "NodePort", nodePort: 30443 } } }],
+    ["LoadBalancer", { router: { service: { type: "LoadBalancer" } } }],
+  ];
+
+  it.each(exposures)(
+    "is not in the routers' public Service (%s), with or without the ServiceMonitor",
+    async (_type, values) => {
+      for (const serviceMonitor of [false, true]) {
+        const manifests = await helm.template({
+          ...values,
+          metrics: { serviceMonitor: { enabled: serviceMonitor } },
+        });
+        const spec = serviceSpec(find(manifests, "Service", "switchyard-router"));
+        expect(spec.ports.map((p) => [p.name, p.targetPort])).toEqual([["https", "https"]]);
+        expect(spec.ports.map((p) => p.port)).not.toContain(9091);
+        // No Service that reaches beyond the cluster carries it either.
+        for (const svc of manifests.filter((m) => m.kind === "Service")) {
+          const s = serviceSpec(svc);
+          if (s.ports.some((p) => p.targetPort === "admin" || p.port === 9091))
+            expect({ name: svc.metadata.name, type: s.type, clusterIP: s.clusterIP }).toEqual({
+              name: "switchyard-router-admin",
+              type: "ClusterIP",
+              clusterIP: "None",
+            });
+        }
+      }
+    },
+  );
+
+  it("is served by every router (--admin-listen) while the probes stay on the session port", async () => {
+    const manifests = await helm.template({ router: { adminPort: 7091 } });
+    const container = (
+      find(manifests, "Deployment", "switchyard-router") as unknown as {
+        spec: {
+          template: {
+            spec: {
+              containers: {
+                args: string[];
+                ports: { name: string; containerPort: number }[];
+                readinessProbe: { httpGet: { port: string } };
+              }[];
+            };
+          };
+        };
+      }
+    ).spec.template.spec.containers[0]!;
+    expect(container.args).toContain("--admin-listen=:7091");
+    expect(container.ports.map((p) => [p.name, p.containerPort])).toEqual([
+      ["https", 8443],
+      ["admin", 7091],
+    ]);
+    expect(container.readinessProbe.httpGet.port).toBe("https");
+  });
+
+  it("is what the routers' ServiceMonitor scrapes, over HTTP, through the headless admin Service only", async () => {
+    const manifests = await helm.template({ metrics: { serviceMonitor: { enabled: true } } });
+    const monitor = find(manifests, "ServiceMonitor", "switchyard-router") as unknown as {
+      spec: {
+        jobLabel: string;
+        selector: { matchLabels: Record<string, string> };
+        endpoints: { port: string; scheme: string; path: string }[];
+      };
+    };
+    expect(monitor.spec.endpoints).toEqual([
+      expect.objectContaining({ port: "admin", scheme: "http", path: "/metrics" }),
+    ]);
+    const selected = manifests.filter(
+      (m) =>
+        m.kind === "Service" &&
+        Object.entries(monitor.spec.selector.matchLabels).every(([k, v]) => m.metadata.labels?.[k] === v),
+    );
+    expect(selected.map((m) => m.metadata.name)).toEqual(["switchyard-router-admin"]);
+    const admin = serviceSpec(selected[0]!);
+    expect(admin).toMatchObject({ type: "ClusterIP", clusterIP: "None", selector: selector("router") });
+    expect(admin.ports).toEqual([{ name: "admin", port: 9091, targetPort: "admin", protocol: "TCP" }]);
+    // The job stays the routers' name: dashboards and alerts keep matching.
+    expect(selected[0]!.metadata.labels?.[monitor.spec.jobLabel]).toBe("switchyard-router");
+    const off = await helm.template({});
+    expect(off.some((m) => m.metadata.name === "switchyard-router-admin")).toBe(false);
+  });
+});
 
 describe("helm template refuses invalid hardening values, naming the field", () => {
   it.each(invalid)("%s", async (_name, values, expected) => {

@@ -342,6 +342,14 @@ describe("Primary install", () => {
       // Mode "both": the member part keeps one agent secret per target in its own namespace.
       [{ verb: "create", resource: "secrets", namespace: NS }, true],
       [{ verb: "delete", resource: "secrets", namespace: NS }, true],
+      // Renewed bearer tokens are saved in those clusters' credential Secrets (with or without a
+      // token in values), by name: not in an mtls cluster's Secret, not in any other.
+      [{ verb: "patch", resource: "secrets", namespace: NS, name: "switchyard-cluster-east" }, true],
+      [{ verb: "patch", resource: "secrets", namespace: NS, name: "switchyard-cluster-north" }, true],
+      [{ verb: "patch", resource: "secrets", namespace: NS, name: "switchyard-cluster-south" }, false],
+      [{ verb: "patch", resource: "secrets", namespace: NS, name: "switchyard-router-token" }, false],
+      [{ verb: "patch", resource: "secrets", namespace: NS }, false],
+      [{ verb: "update", resource: "secrets", namespace: NS, name: "switchyard-cluster-east" }, false],
       // Nothing more.
       [{ verb: "get", resource: "secrets", namespace: "kube-system" }, false],
       [{ verb: "get", resource: "secrets", namespace: "team-b" }, false],

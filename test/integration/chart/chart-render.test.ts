@@ -269,6 +269,14 @@ const invalid = (): InvalidCase[] => [
     values: { sessions: { allowedNamespaces: ["team-a", "Team_B"] } },
     expect: ['sessions.allowedNamespaces[1]: "Team_B" is not a namespace name'],
   },
+  {
+    name: "allowed target not a pattern",
+    values: { sessions: { allowedTargets: ["team-a/deployment/*", "team-b/web", "team-c/job/x"] } },
+    expect: [
+      'sessions.allowedTargets[1]: "team-b/web" is not a target pattern. Fix: write <namespace>/<kind>/<name>',
+      'sessions.allowedTargets[2]: "team-c/job/x" is not a target pattern',
+    ],
+  },
   // Types and shapes come from values.schema.json.
   {
     name: "schema: replicas not an integer",
@@ -539,7 +547,11 @@ describe("workloads", () => {
         clusters: { east: bearer() },
       }),
       router: { endpoint: "wss://sy.example.com" },
-      sessions: { allowedNamespaces: ["team-a", "team-b"], allowedTargetKinds: ["deployment"] },
+      sessions: {
+        allowedNamespaces: ["team-a", "team-b"],
+        allowedTargetKinds: ["deployment"],
+        allowedTargets: ["team-a/deployment/*", "team-b/*/api-*"],
+      },
     });
     const args = containerArgs(manifests, "switchyard-control-plane");
     expect(args).toEqual(
@@ -552,11 +564,37 @@ describe("workloads", () => {
         "--router-endpoint=wss://sy.example.com",
         "--allowed-namespaces=team-a,team-b",
         "--allowed-target-kinds=deployment",
+        "--allowed-targets=team-a/deployment/*,team-b/*/api-*",
         "--tls-cert=/etc/switchyard/tls/tls.crt",
         "--tls-key=/etc/switchyard/tls/tls.key",
       ]),
     );
     expect(args).not.toContain("--mode=both");
+  });
+
+  it("give a member the same allow-list, as flags the control plane accepts", async () => {
+    const dir = testScratchDir("chart-allow-list-");
+    for (const f of ["tls.crt", "tls.key"]) writeFileSync(join(dir, f), f);
+    const args = containerArgs(
+      await helm.template({
+        multiClusterMember: true,
+        router: { endpoint: "wss://east.example.com" },
+        sessions: { allowedNamespaces: ["team-a"], allowedTargets: ["team-a/deployment/web"] },
+      }),
+      "switchyard-control-plane",
+    );
+    expect(args).toEqual(
+      expect.arrayContaining(["--allowed-namespaces=team-a", "--allowed-targets=team-a/deployment/web"]),
+    );
+    const parsed = parseControlPlaneArgs(
+      args.slice(1).map((a) => a.replace(/=\/etc\/switchyard\/tls\//, `=${dir}/`)),
+      {},
+    );
+    expect(parsed).toMatchObject({
+      mode: "member",
+      allowedNamespaces: ["team-a"],
+      allowedTargets: ["team-a/deployment/web"],
+    });
   });
 
   it("render control-plane flags that the control plane itself accepts, in every mode", async () => {

@@ -37,11 +37,13 @@ const cluster = fc.record(
   },
   { requiredKeys: [] },
 );
-const names = ["Bad_1", "east", "primary", "west", "south"].sort(); // byte order = the order both sides list them in
+// EKS names (capitals, '_') are valid keys of eks clusters only; "Prod_East" and "prod-east",
+// and "Primary" and the Primary, become the same cluster name.
+const names = ["Bad_1", "east", "primary", "west", "south", "Prod_East", "prod-east", "Primary"].sort(); // byte order = the order both sides list them in
 const doc = fc.record({
   enabled: fc.boolean(),
   clusterName: maybe(fc.constantFrom("primary", "Bad_Primary")),
-  defaultCluster: maybe(fc.constantFrom("primary", "east", "west", "nowhere")),
+  defaultCluster: maybe(fc.constantFrom("primary", "east", "west", "nowhere", "Prod_East", "prod-east")),
   managementOnly: fc.boolean(),
   clusters: fc
     .subarray(names)
@@ -55,8 +57,8 @@ const tally = { accepted: 0, refused: 0 };
 const nearValid = fc
   .record({
     managementOnly: fc.boolean(),
-    keys: fc.subarray(["east", "south", "west"], { minLength: 1 }),
-    authTypes: fc.array(fc.constantFrom("bearerToken", "mtls", "eks"), { minLength: 3, maxLength: 3 }),
+    keys: fc.subarray(["Prod_East", "east", "south", "west"], { minLength: 1 }),
+    authTypes: fc.array(fc.constantFrom("bearerToken", "mtls", "eks"), { minLength: 4, maxLength: 4 }),
     pick: fc.nat(),
   })
   .map(({ managementOnly, keys, authTypes, pick }) => ({

@@ -15,7 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { KubeSessions } from "../../../cli/src/sdk/kube/kube-sessions.js";
 import { readOperator } from "../../../cli/src/sdk/kube/operator-info.js";
 import { ErrorCode } from "../../../proto/error-codes.js";
-import { sessionUrl } from "../../../proto/session-endpoint.js";
+import { sessionKey, sessionUrl } from "../../../proto/session-endpoint.js";
 import { systemTool } from "../../env/binaries.js";
 import { startEmbeddedStack, type EmbeddedStack } from "../../env/embedded-stack.js";
 import { chartDir } from "../../env/helm.js";
@@ -78,14 +78,18 @@ async function sendRejectedFrame(): Promise<void> {
     const router = stack.primaryRouterUrls[0]!;
     const client = await eventually(
       "the Primary router to take the session",
-      () => RawSessionClient.connect(sessionUrl(router, session.id), session.secret),
+      () =>
+        RawSessionClient.connect(
+          sessionUrl(router, sessionKey(session.namespace, session.id)),
+          session.secret,
+        ),
       { timeoutMs: 90_000, intervalMs: 250 },
     );
     client.ws.send("not a frame");
     await eventually(
       "the router to count the rejected frame",
       async () =>
-        (await (await fetch(`${router.replace(/^ws/, "http")}/metrics`)).text()).includes(
+        (await (await fetch(`${stack.primaryRouterAdminUrls[0]}/metrics`)).text()).includes(
           `switchyard_router_bad_frames_total{source="client",code="${ErrorCode.FRAME_NOT_BINARY}"} 1`,
         ),
       { timeoutMs: 10_000, intervalMs: 100 },

@@ -1,6 +1,7 @@
 // Where every component of a running embedded stack serves /metrics: control planes on the
-// port they log at start ("control plane started", metricsPort), routers on their session
-// port, process agents on the listen port their member control plane records for them.
+// port they log at start ("control plane started", metricsPort), routers on their admin
+// port (--admin-listen; the session port answers /metrics with 404), process agents on the
+// listen port their member control plane records for them.
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import type { EmbeddedStack } from "../../env/embedded-stack.js";
@@ -32,7 +33,7 @@ export function stackMetricsTargets(stack: EmbeddedStack): MetricsTarget[] {
   const targets: MetricsTarget[] = [
     controlPlaneTarget(stack, "primary-control-plane"),
     ...workloads.map((w) => controlPlaneTarget(stack, `${w.name}-control-plane`)),
-    ...stack.primaryRouterUrls.map((u, i) => ({
+    ...stack.primaryRouterAdminUrls.map((u, i) => ({
       component: "router" as const,
       name: `primary-router-${i}`,
       address: new URL(u).host,
@@ -40,7 +41,7 @@ export function stackMetricsTargets(stack: EmbeddedStack): MetricsTarget[] {
     ...workloads.map((w) => ({
       component: "router" as const,
       name: `${w.name}-router`,
-      address: new URL(w.routerUrl).host,
+      address: new URL(w.routerAdminUrl).host,
     })),
   ];
   for (const w of workloads) {

@@ -12,6 +12,7 @@ import { join } from "node:path";
 import { CoreV1Api, RbacAuthorizationV1Api, Watch, type KubeConfig } from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import * as pb from "../../../proto/gen/session_pb.js";
+import { sessionKey } from "../../../proto/session-endpoint.js";
 import {
   API_VERSION,
   OPERATOR_OBJECT_NAME,
@@ -181,7 +182,7 @@ function simulateControlPlane(): () => void {
         }
         if (type !== "ADDED" || routes.has(id)) return;
         routes.set(id, {
-          sessionId: id,
+          sessionId: sessionKey(NS, id),
           clientKeyHash: obj.spec.clientKeyHash,
           state: "SESSION_STATE_READY",
           upstreams: [

@@ -172,7 +172,8 @@ describe("control-plane process (member mode)", () => {
       },
       POLL,
     );
-    expect(ready.status?.gateway).toBe(`ws://127.0.0.1:${routerPort}/v1/sessions/solo-demo`);
+    // Routed by namespace and name (the session key), never by the name alone.
+    expect(ready.status?.gateway).toBe(`ws://127.0.0.1:${routerPort}/v1/sessions/default:solo-demo`);
     expect(await (await fetch(`http://127.0.0.1:${metricsPort}/readyz`)).text()).toContain("ready");
 
     // The router received the table over RouteDiscovery; a client with the secret gets through.
@@ -190,7 +191,8 @@ describe("control-plane process (member mode)", () => {
     const env = await client.env({ names: ["GREETING"] });
     expect(JSON.stringify(env)).toContain("hello from east");
     client.session.close();
-    await expect(AgentClient.connect(ready.status!.gateway!, "wrong-secret")).rejects.toThrow(/401/);
+    // A wrong secret is answered as an unknown session is: nothing tells the session exists.
+    await expect(AgentClient.connect(ready.status!.gateway!, "wrong-secret")).rejects.toThrow(/404/);
 
     // Deleting the session removes its table from the router.
     await sessions.delete({ namespace: "default", name: "solo-demo" });

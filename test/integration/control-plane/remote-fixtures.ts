@@ -1,7 +1,11 @@
 // Test fixtures for the cluster-registry suite: what Helm's multiClusterMember=true
 // would create on each remote cluster (the ServiceAccount the Primary uses, the member
-// ClusterRole, bindings to the SA or to a group for eks/mtls), the Primary's ConfigMap
-// and credential Secrets, and a log sink that keeps every line for the secrets check.
+// ClusterRole, bindings to the SA or to a group for eks/mtls), tokens for that SA (bound to a
+// Secret, or short-lived), the Primary's ConfigMap and credential Secrets, and a log sink that
+// keeps every line for the secrets check.
+import { createPrivateKey, sign } from "node:crypto";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import { Writable } from "node:stream";
 import { CoreV1Api, RbacAuthorizationV1Api, type KubeConfig } from "@kubernetes/client-node";
 import { pino, type Logger } from "pino";
@@ -105,6 +109,38 @@ export async function mintBoundToken(kc: KubeConfig, anchorSecret: string, secon
     },
   });
   return res.status!.token;
+}
+
+/**
+ * A ServiceAccount token valid for only `seconds`, signed with the cluster's own
+ * ServiceAccount key (test/env writes it as sa.key in the cluster's directory), with the
+ * claims TokenRequest would give it. The API server verifies it like any token it issued,
+ * and it really expires — TokenRequest itself refuses lifetimes under 10 minutes.
+ */
+export async function forgeShortLivedToken(
+  cluster: { dir: string; name: string; kubeConfig(): KubeConfig },
+  seconds: number,
+  serviceAccount = MEMBER_SA,
+): Promise<string> {
+  const sa = await cluster
+    .kubeConfig()
+    .makeApiClient(CoreV1Api)
+    .readNamespacedServiceAccount({ name: serviceAccount, namespace: NS });
+  const issuer = `https://${cluster.name}.switchyard.test`;
+  const now = Math.floor(Date.now() / 1000);
+  const part = (o: object) => Buffer.from(JSON.stringify(o)).toString("base64url");
+  const unsigned = `${part({ alg: "ES256", typ: "JWT" })}.${part({
+    iss: issuer,
+    aud: [issuer],
+    sub: `system:serviceaccount:${NS}:${serviceAccount}`,
+    iat: now,
+    nbf: now,
+    exp: now + seconds,
+    "kubernetes.io": { namespace: NS, serviceaccount: { name: serviceAccount, uid: sa.metadata!.uid! } },
+  })}`;
+  const key = createPrivateKey(readFileSync(join(cluster.dir, "sa.key")));
+  const signature = sign("sha256", Buffer.from(unsigned), { key, dsaEncoding: "ieee-p1363" });
+  return `${unsigned}.${signature.toString("base64url")}`;
 }
 
 export async function putConfigMap(kc: KubeConfig, name: string, yamlText: string): Promise<void> {

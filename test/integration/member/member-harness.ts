@@ -13,6 +13,7 @@ import {
   RouterAuthenticator,
 } from "../../../control-plane/src/route-discovery/index.js";
 import { MemberController, type AgentProvisioner } from "../../../control-plane/src/member/index.js";
+import type { SessionAllowListOptions } from "../../../control-plane/src/allow-list/index.js";
 import {
   RouteDiscoveryClient,
   type RouteDelta,
@@ -85,7 +86,7 @@ export async function startRouteDiscovery(cache: RouteSnapshotCache) {
 export function startMember(
   kc: KubeConfig,
   provisioner: AgentProvisioner,
-  opts: { now?: () => number } = {},
+  opts: { now?: () => number; allowList?: SessionAllowListOptions } = {},
 ) {
   const routes = new RouteSnapshotCache();
   const member = new MemberController({
@@ -95,6 +96,7 @@ export function startMember(
     routes,
     waitingRecheckMs: 500,
     ...(opts.now ? { now: opts.now } : {}),
+    ...(opts.allowList ? { allowList: opts.allowList } : {}),
   });
   const ac = new AbortController();
   const running = member.start(ac.signal);

@@ -32,6 +32,7 @@ import {
 } from "../../../control-plane/src/member/index.js";
 import type { ControllerMetrics } from "../../../control-plane/src/runtime/index.js";
 import { SessionState } from "../../../proto/gen/route_discovery_pb.js";
+import { sessionKey } from "../../../proto/session-endpoint.js";
 import { markPodRunning, runPods, startClusterSet, type ClusterSet } from "../../env/index.js";
 import {
   ROUTER_ENDPOINT,
@@ -50,6 +51,8 @@ let kubeconfigPath: string;
 let apps: AppsV1Api;
 let core: CoreV1Api;
 const sessions = () => clusterSessionClient(kc);
+/** A session's key in routing tables and URLs. */
+const key = (name: string) => sessionKey(NS, name);
 
 beforeAll(async () => {
   set = await startClusterSet({ clusters: ["east"], controllerManager: true });
@@ -152,7 +155,7 @@ describe("member mode with process agents", () => {
       expect(failed.metadata.finalizers).toContain(MEMBER_FINALIZER);
       // The table was complete (one session, reconciled once), so the router got a snapshot.
       await eventually("the first push", () => router.client.version() !== "");
-      expect(router.sink.table.has("solo")).toBe(false);
+      expect(router.sink.table.has(key("solo"))).toBe(false);
 
       // The deployment appears; its pod is not running yet.
       await createDeployment("api");
@@ -163,7 +166,7 @@ describe("member mode with process agents", () => {
       expect(readyCondition(pending)!.message).toContain("no Running and Ready pod");
       await eventually(
         "a CREATING route",
-        () => router.sink.table.get("solo")?.state === SessionState.CREATING,
+        () => router.sink.table.get(key("solo"))?.state === SessionState.CREATING,
       );
 
       // The kubelet starts the pod: an agent is started for it and the session is Ready.
@@ -173,12 +176,12 @@ describe("member mode with process agents", () => {
         return s?.status?.phase === "Ready" && s;
       });
       expect(ready.status).toMatchObject({
-        gateway: `${ROUTER_ENDPOINT}/v1/sessions/solo`,
+        gateway: `${ROUTER_ENDPOINT}/v1/sessions/${NS}:solo`,
         pod: { name: pod1!.metadata!.name, container: "app" },
         agents: 1,
       });
       const route = await eventually("a READY route on the router", () => {
-        const r = router.sink.table.get("solo");
+        const r = router.sink.table.get(key("solo"));
         return r?.state === SessionState.READY && r;
       });
       expect(route.clientKeyHash).toBe(HASH);
@@ -186,7 +189,7 @@ describe("member mode with process agents", () => {
       const up = route.upstreams[0]!;
       expect(up.isDefault).toBe(true);
       expect(up.cluster).toBe(pod1!.metadata!.name);
-      expect(up.url).toMatch(/^ws:\/\/127\.0\.0\.1:\d+\/v1\/sessions\/solo$/);
+      expect(up.url).toMatch(/^ws:\/\/127\.0\.0\.1:\d+\/v1\/sessions\/member-tests:solo$/);
       // The agent accepts exactly the secret in the table; the Secret holds it; the agent only has its hash.
       expect(await upgradeStatus(up.url, up.secret)).toBe(101);
       expect(await upgradeStatus(up.url, "not-the-secret")).toBe(401);
@@ -216,21 +219,24 @@ describe("member mode with process agents", () => {
       );
       await eventually(
         "the router on the new agent",
-        () => router.sink.table.get("solo")?.upstreams[0]?.cluster === pod2.metadata!.name,
+        () => router.sink.table.get(key("solo"))?.upstreams[0]?.cluster === pod2.metadata!.name,
       );
       // Single-cluster mode: routers' live-session reports renew the session (no Primary does).
       expect((await get("solo"))!.status!.renewedAt).toBeUndefined();
-      await m.member.observeLiveSessions(["solo"]);
+      // Reports name session keys: a bare name, or the same name in another namespace, renews nothing.
+      await m.member.observeLiveSessions(["solo", "elsewhere:solo"]);
+      expect((await get("solo"))!.status!.renewedAt).toBeUndefined();
+      await m.member.observeLiveSessions([key("solo")]);
       expect(Date.parse((await get("solo"))!.status!.renewedAt!)).toBeGreaterThan(Date.now() - 60_000);
-      const before = router.sink.table.get("solo")!;
+      const before = router.sink.table.get(key("solo"))!;
       const pidBefore = provisioner.records()[0]!.pid;
 
       // Restart: a new control plane (new cache, new provisioner on the same state) adopts the agent.
       await m.stop();
       const provisioner2 = new ProcessAgentProvisioner({ kubeconfigPath, stateDir });
       m = startMember(kc, provisioner2);
-      await eventually("the rebuilt table", () => m.routes.ready() && m.routes.get("solo"));
-      const rebuilt = m.routes.get("solo")!;
+      await eventually("the rebuilt table", () => m.routes.ready() && m.routes.get(key("solo")));
+      const rebuilt = m.routes.get(key("solo"))!;
       expect(rebuilt.upstreams.map((u) => [u.url, u.secret, u.isDefault])).toEqual(
         before.upstreams.map((u) => [u.url, u.secret, u.isDefault]),
       );
@@ -246,7 +252,8 @@ describe("member mode with process agents", () => {
       await eventually(
         "the route on the replacement agent",
         () =>
-          m.routes.get("solo")?.upstreams[0]?.url === `ws://127.0.0.1:${replacement.port}/v1/sessions/solo`,
+          m.routes.get(key("solo"))?.upstreams[0]?.url ===
+          `ws://127.0.0.1:${replacement.port}/v1/sessions/${key("solo")}`,
       );
       const pidReplacement = replacement.pid;
 
@@ -258,7 +265,7 @@ describe("member mode with process agents", () => {
       await expect(
         core.readNamespacedSecret({ namespace: NS, name: agentSecretName(`${NS}/deployment/api`) }),
       ).rejects.toMatchObject({ code: 404 });
-      expect(m.routes.get("solo")).toBeUndefined();
+      expect(m.routes.get(key("solo"))).toBeUndefined();
     } finally {
       await m.stop();
       await router.stop();
@@ -305,7 +312,7 @@ describe("member mode with process agents", () => {
       m.member.controller.enqueue({ namespace: NS, name: child });
       await gone(child);
       expect(provisioner.records()).toEqual([]);
-      expect(m.routes.get(child)).toBeUndefined();
+      expect(m.routes.get(key(child))).toBeUndefined();
     } finally {
       await m.stop();
       await provisioner.stopAll();
@@ -364,8 +371,8 @@ describe("member mode with sidecar agents", () => {
         return s?.status?.phase === "Ready" && s;
       });
       expect(ready.status!.pod).toMatchObject({ name: newPod.metadata!.name, ip: running.status!.podIP });
-      expect(m.routes.get(child)!.upstreams.map((u) => u.url)).toEqual([
-        `ws://${running.status!.podIP}:9440/v1/sessions/${child}`,
+      expect(m.routes.get(key(child))!.upstreams.map((u) => u.url)).toEqual([
+        `ws://${running.status!.podIP}:9440/v1/sessions/${key(child)}`,
       ]);
 
       // A second replica: one upstream per agent, the resolved pod's agent stays the default.
@@ -384,13 +391,13 @@ describe("member mode with sidecar agents", () => {
       });
       await markPodRunning(kc, NS, second.metadata!.name!);
       const two = await eventually("two upstreams", () => {
-        const r = m.routes.get(child);
+        const r = m.routes.get(key(child));
         return r?.upstreams.length === 2 && r;
       });
       expect(two.upstreams.filter((u) => u.isDefault).map((u) => u.cluster)).toEqual([newPod.metadata!.name]);
       expect(new Set(two.upstreams.map((u) => u.secret)).size).toBe(1);
       await eventually("agents: 2 in status", async () => (await get(child))?.status?.agents === 2);
-      const route = m.routes.get(child)!;
+      const route = m.routes.get(key(child))!;
 
       // A second (single-cluster) session on the same target shares the sidecar.
       const generation = (await apps.readNamespacedDeployment({ namespace: NS, name: "shop" })).metadata!
@@ -400,7 +407,7 @@ describe("member mode with sidecar agents", () => {
         "second session Ready",
         async () => (await get("shop-solo"))?.status?.phase === "Ready",
       );
-      expect(m.routes.get("shop-solo")!.upstreams[0]!.secret).toBe(route.upstreams[0]!.secret);
+      expect(m.routes.get(key("shop-solo"))!.upstreams[0]!.secret).toBe(route.upstreams[0]!.secret);
       expect(
         (await apps.readNamespacedDeployment({ namespace: NS, name: "shop" })).metadata!.generation,
       ).toBe(generation);

@@ -5,6 +5,8 @@
 // real gRPC/TLS to two RouteDiscoveryClients, which also send the live-session reports
 // the heartbeat comes from.
 import { createHash, randomBytes } from "node:crypto";
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { AppsV1Api, CoreV1Api, RbacAuthorizationV1Api, type KubeConfig } from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { stringify } from "yaml";
@@ -40,7 +42,13 @@ import {
   type SessionRoute,
 } from "../../../data-plane/router/src/route-discovery-client.js";
 import { SessionState } from "../../../proto/gen/route_discovery_pb.js";
-import { createCertificateAuthority, startClusterSet, type ClusterSet } from "../../env/index.js";
+import { sessionKey } from "../../../proto/session-endpoint.js";
+import {
+  createCertificateAuthority,
+  startClusterSet,
+  type CertificateAuthority,
+  type ClusterSet,
+} from "../../env/index.js";
 import {
   NS,
   b64,
@@ -49,11 +57,16 @@ import {
   putCredentialSecret,
 } from "../control-plane/remote-fixtures.js";
 import { eventually } from "../../support/poll.js";
+import { testScratchDir } from "../../support/scratch-dir.js";
+import { RawSessionClient, UpgradeRefusedError } from "../../peers/raw-session-client.js";
+import { RouterProcess } from "../router/router-process.js";
 import { gatewayUrl, startMemberSimulator, type MemberSimulator } from "./member-simulator.js";
 
 const CLUSTERS = ["east", "primary", "west"] as const;
 type ClusterName = (typeof CLUSTERS)[number];
 const APP_NS = "shop";
+/** A second tenant's namespace, allowed like APP_NS but only for deployment/web. */
+const TENANT_B = "tenant-b";
 const CONFIG_MAP = "switchyard-clusters";
 const CLIENT_KEY_HASH = createHash("sha256").update("the CLI's secret").digest("hex");
 
@@ -72,6 +85,31 @@ let controllerStop: AbortController;
 let controllerRun: Promise<void>;
 let controller: SessionController;
 let server: RouteDiscoveryServer;
+let discovery: { url: string; ca: CertificateAuthority };
+
+/** The real router process on this suite's RouteDiscovery server (client certificate). Stop it. */
+async function startRouterProcess(): Promise<RouterProcess> {
+  const dir = testScratchDir("sy-primary-router-");
+  const cert = await discovery.ca.issue({ commonName: "router-real", usage: "client" });
+  for (const [file, pem] of Object.entries({
+    "ca.crt": discovery.ca.certPem,
+    "tls.crt": cert.certPem,
+    "tls.key": cert.keyPem,
+  }))
+    writeFileSync(join(dir, file), pem, { mode: 0o600 });
+  return RouterProcess.start(null, [
+    "--control-plane",
+    discovery.url,
+    "--control-plane-ca",
+    join(dir, "ca.crt"),
+    "--client-cert",
+    join(dir, "tls.crt"),
+    "--client-key",
+    join(dir, "tls.key"),
+    "--router-id",
+    "router-real",
+  ]);
+}
 
 class TableSink implements RouteSink {
   readonly table = new Map<string, SessionRoute>();
@@ -98,9 +136,9 @@ function configYaml(managementOnly = false, remotes: Array<"east" | "west"> = ["
   });
 }
 
-async function createDeployment(kc: KubeConfig, name: string): Promise<void> {
+async function createDeployment(kc: KubeConfig, name: string, namespace = APP_NS): Promise<void> {
   await kc.makeApiClient(AppsV1Api).createNamespacedDeployment({
-    namespace: APP_NS,
+    namespace,
     body: {
       metadata: { name },
       spec: {
@@ -122,7 +160,10 @@ beforeAll(async () => {
       await installCrds(kcs[c]);
       await ensureNamespace(kcs[c], APP_NS);
       await ensureNamespace(kcs[c], "other");
+      await ensureNamespace(kcs[c], TENANT_B);
       await createDeployment(kcs[c], "web");
+      await createDeployment(kcs[c], "web", TENANT_B);
+      await createDeployment(kcs[c], "api", TENANT_B); // there, but not in the allow-list
       if (c !== "west") await createDeployment(kcs[c], "api"); // missing in west
       if (c !== "east") await createDeployment(kcs[c], "worker"); // missing in the Default cluster
     }),
@@ -191,6 +232,7 @@ beforeAll(async () => {
     tls: { certPem: serverCert.certPem, keyPem: serverCert.keyPem, clientCaPem: ca.certPem },
   });
   const { url } = await server.listen();
+  discovery = { url, ca };
   for (const id of ["router-0", "router-1"]) {
     const cert = await ca.issue({ commonName: id, usage: "client" });
     const sink = new TableSink();
@@ -212,7 +254,7 @@ beforeAll(async () => {
     clusters: registryWorkloadClusters(registry, kcs.primary),
     heartbeat: tracker,
     routes: cache,
-    allowList: { namespaces: [APP_NS] },
+    allowList: { namespaces: [APP_NS, TENANT_B], targets: [`${APP_NS}/*/*`, `${TENANT_B}/deployment/web`] },
     heartbeatIntervalMs: 1_000,
     childRenewIntervalMs: 2_000,
     requestTimeoutMs: 3_000,
@@ -233,13 +275,15 @@ afterAll(async () => {
 }, 60_000);
 
 const parents = () => multiClusterSessionClient(kcs.primary);
+/** A parent's key in routing tables, live-session reports and session URLs. */
+const key = (name: string, namespace = APP_NS) => sessionKey(namespace, name);
 const newName = () => `mc-${randomBytes(8).toString("hex")}`;
 
 async function createSession(
   spec: Partial<MultiClusterSessionSpec> = {},
   namespace = APP_NS,
+  name = newName(),
 ): Promise<string> {
-  const name = newName();
   await parents().create({
     metadata: { name, namespace },
     spec: { target: "deployment/web", clientKeyHash: CLIENT_KEY_HASH, ...spec },
@@ -370,7 +414,7 @@ describe("primary-mode session lifecycle", () => {
     await waitPhase(name, "Ready");
     const secrets = (await childSecrets(name))!;
     for (const sink of sinks) {
-      const route = await eventually(`route ${name} on a router`, () => sink.table.get(name));
+      const route = await eventually(`route ${name} on a router`, () => sink.table.get(key(name)));
       expect(route.clientKeyHash).toBe(CLIENT_KEY_HASH);
       expect(route.state).toBe(SessionState.READY);
       expect(
@@ -390,7 +434,7 @@ describe("primary-mode session lifecycle", () => {
       );
     }
     await parents().delete({ namespace: APP_NS, name });
-    for (const sink of sinks) await eventually(`route ${name} removed`, () => !sink.table.has(name));
+    for (const sink of sinks) await eventually(`route ${name} removed`, () => !sink.table.has(key(name)));
     await eventually(`session ${name} gone`, async () => (await getParent(name)) === undefined);
   });
 
@@ -406,7 +450,7 @@ describe("primary-mode session lifecycle", () => {
       return p?.status?.children?.east?.ready === true ? p : undefined;
     });
     expect(settled.status!.phase).toBe("Failed");
-    expect(cache.get(name)).toBeUndefined();
+    expect(cache.get(key(name))).toBeUndefined();
     await deleteAndWaitGone(name);
     expect(await childrenOf(name)).toEqual({});
   });
@@ -418,7 +462,7 @@ describe("primary-mode session lifecycle", () => {
     expect(condition(parent, "Degraded")!.message).toMatch(/west/);
     expect(parent.status!.children!.west!.error).toMatch(/TargetNotFound/);
     for (const sink of sinks) {
-      const route = await eventually(`route ${name}`, () => sink.table.get(name));
+      const route = await eventually(`route ${name}`, () => sink.table.get(key(name)));
       expect(route.upstreams.map((u) => u.cluster)).toEqual(["east", "primary"]);
     }
 
@@ -453,14 +497,103 @@ describe("primary-mode session lifecycle", () => {
     );
     expect(parent.status?.children).toBeUndefined();
     expect(await childrenOf(name, "other")).toEqual({});
-    expect(cache.get(name)).toBeUndefined();
+    expect(cache.get(key(name, "other"))).toBeUndefined();
     await deleteAndWaitGone(name, "other");
+  });
+
+  it("refuses a target outside the allow-list's patterns and creates nothing", async () => {
+    const name = await createSession({ target: "deployment/api" }, TENANT_B);
+    const parent = await waitPhase(name, "Failed", TENANT_B);
+    expect(condition(parent, "Valid")).toMatchObject({ status: "False", reason: "TargetNotAllowed" });
+    expect(condition(parent, "Valid")!.message).toMatch(
+      /^spec\.target: target tenant-b\/deployment\/api matches none of the operator's allowed targets \(shop\/\*\/\*, tenant-b\/deployment\/web\).*--allowed-targets/,
+    );
+    expect(parent.status?.children).toBeUndefined();
+    expect(await childrenOf(name, TENANT_B)).toEqual({});
+    expect(cache.get(key(name, TENANT_B))).toBeUndefined();
+    await deleteAndWaitGone(name, TENANT_B);
+  });
+
+  it("never lets a same-named session of another namespace replace, remove, keep alive or attach to a route", async () => {
+    const name = newName();
+    const keyA = key(name);
+    const keyB = key(name, TENANT_B);
+    const secretA = "tenant-a-secret";
+    const secretB = "tenant-b-secret";
+    // Both live while the checks below run; TTLs are short so that a missing heartbeat shows.
+    live.add(keyA);
+    await createSession({ ttlSeconds: 5, clientKeyHash: sha256(secretA) }, APP_NS, name);
+    await waitPhase(name, "Ready");
+    const routeA = await Promise.all(
+      sinks.map((sink) => eventually(`${keyA} on a router`, () => sink.table.get(keyA))),
+    );
+    const expectRouteA = () => {
+      for (const [i, sink] of sinks.entries()) expect(sink.table.get(keyA)).toEqual(routeA[i]);
+    };
+    expect(routeA[0]!.clientKeyHash).toBe(sha256(secretA));
+
+    // Refused by the allow-list: its reconciles and its deletion leave tenant A's route alone.
+    await createSession({}, "other", name);
+    await waitPhase(name, "Failed", "other");
+    await deleteAndWaitGone(name, "other");
+    expectRouteA();
+    expect(cache.get(key(name, "other"))).toBeUndefined();
+
+    // Allowed in tenant-b: a route of its own, with its own hash and children's secrets.
+    live.add(keyB);
+    await createSession({ ttlSeconds: 5, clientKeyHash: sha256(secretB) }, TENANT_B, name);
+    await waitPhase(name, "Ready", TENANT_B);
+    const routeB = await eventually(`${keyB} on a router`, () => sinks[0]!.table.get(keyB));
+    expect(routeB.clientKeyHash).toBe(sha256(secretB));
+    expect(routeB.upstreams.map((u) => u.secret)).not.toEqual(routeA[0]!.upstreams.map((u) => u.secret));
+    expectRouteA();
+
+    // Attach, through a real router fed by the same control plane: each secret opens its own session only.
+    const router = await startRouterProcess();
+    try {
+      await eventually("the real router's table", async () => (await fetch(`${router.base}/readyz`)).ok);
+      const upgrade = async (id: string, secret: string) =>
+        RawSessionClient.connect(router.sessionUrl(id), secret, { hello: false }).then(
+          (c) => (c.close(), 101),
+          (e: unknown) => (e instanceof UpgradeRefusedError ? e.status : -1),
+        );
+      expect(await upgrade(keyA, secretA)).toBe(101);
+      expect(await upgrade(keyB, secretB)).toBe(101);
+      expect([401, 404]).toContain(await upgrade(keyA, secretB));
+      expect([401, 404]).toContain(await upgrade(keyB, secretA));
+      expect([401, 404]).toContain(await upgrade(name, secretA));
+      expect([401, 404]).toContain(await upgrade(name, secretB));
+    } finally {
+      await router.stop();
+    }
+
+    // Only tenant B's client is live: B stays, A expires — and B's heartbeat never spared A.
+    live.delete(keyA);
+    const createdB = Date.parse(String((await getParent(name, TENANT_B))!.metadata.creationTimestamp));
+    await eventually(`${keyA} expired`, async () => (await getParent(name)) === undefined, {
+      timeoutMs: 30_000,
+    });
+    for (const sink of sinks) await eventually(`${keyA} removed`, () => !sink.table.has(keyA));
+    const alive = await eventually(
+      "tenant B kept alive past its TTL",
+      async () => {
+        const p = await getParent(name, TENANT_B);
+        expect(p).toBeDefined();
+        return Date.parse(p!.status?.connectedTimestamp ?? "") > createdB + 8_000 && p;
+      },
+      { timeoutMs: 30_000 },
+    );
+    expect(alive.status?.phase).toBe("Ready");
+    for (const sink of sinks) expect(sink.table.get(keyB)?.clientKeyHash).toBe(sha256(secretB));
+    live.delete(keyB);
+    await deleteAndWaitGone(name, TENANT_B);
+    for (const sink of sinks) await eventually(`${keyB} removed`, () => !sink.table.has(keyB));
   });
 
   it("keeps a session alive while a router reports a client, and deletes it and its children after the TTL", async () => {
     const name = await createSession({ ttlSeconds: 5 });
     const created = Date.parse(String((await waitPhase(name, "Ready")).metadata.creationTimestamp));
-    live.add(name);
+    live.add(key(name));
     // Heartbeats keep it alive well past creation + TTL.
     await eventually(
       "heartbeat beyond the TTL",
@@ -472,12 +605,12 @@ describe("primary-mode session lifecycle", () => {
       { timeoutMs: 30_000 },
     );
     expect(Object.keys(await childrenOf(name)).sort()).toEqual([...CLUSTERS]);
-    live.delete(name);
+    live.delete(key(name));
     await eventually(`expired session ${name} deleted`, async () => (await getParent(name)) === undefined, {
       timeoutMs: 30_000,
     });
     expect(await childrenOf(name)).toEqual({});
-    for (const sink of sinks) await eventually(`route ${name} removed`, () => !sink.table.has(name));
+    for (const sink of sinks) await eventually(`route ${name} removed`, () => !sink.table.has(key(name)));
     const metrics = await controller.sessionMetrics.registry.metrics();
     expect(metrics).toMatch(/^switchyard_session_expirations_total [1-9]/m);
     expect(metrics).toMatch(/^switchyard_session_heartbeat_writes_total [1-9]/m);
@@ -567,7 +700,7 @@ describe("primary-mode session lifecycle", () => {
       });
       expect(Object.keys(without.status!.children!).sort()).toEqual(["east", "primary"]);
       for (const sink of sinks)
-        await eventually("route without west", () => sink.table.get(name)?.upstreams.length === 2);
+        await eventually("route without west", () => sink.table.get(key(name))?.upstreams.length === 2);
       // Unreachable for good: the child is left to expire by its own TTL on that member.
       expect((await childrenOf(name)).west).toBeDefined();
     } finally {

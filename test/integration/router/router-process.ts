@@ -1,7 +1,8 @@
 // Test harness: runs the real router process (data-plane/router/src/main.ts under tsx)
-// with a static routes file, and builds routes for scripted agents. The router's port comes
-// from its own "router listening" log line; reloading routes rewrites the file and
-// sends SIGHUP, the same path an operator would use.
+// with a static routes file, and builds routes for scripted agents. The router's ports (the
+// session port and the admin port of /metrics and /debug/*) come from its own "router
+// listening" log line; reloading routes rewrites the file and sends SIGHUP, the same path
+// an operator would use.
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -47,6 +48,8 @@ export function routeJson(r: RouteSpec): Record<string, unknown> {
 
 export class RouterProcess {
   port = 0;
+  /** The admin listener's port (/metrics, /debug/*). */
+  adminPort = 0;
 
   private constructor(
     private readonly proc: LaunchedProcess<LogLine>,
@@ -56,6 +59,7 @@ export class RouterProcess {
     readonly tls: boolean,
   ) {
     this.port = proc.ready.port as number;
+    this.adminPort = proc.ready.adminPort as number;
   }
 
   /** `routes` null: no routes file (the table comes from --control-plane). */
@@ -69,6 +73,8 @@ export class RouterProcess {
     if (routes) writeFileSync(routesFile, JSON.stringify(routes.map(routeJson)));
     const args = [
       "--listen",
+      "127.0.0.1:0",
+      "--admin-listen",
       "127.0.0.1:0",
       ...(routes ? ["--routes-file", routesFile] : []),
       "--log-level",
@@ -96,8 +102,14 @@ export class RouterProcess {
     return this.proc.logs;
   }
 
+  /** The session port over plain HTTP (probes, refusals). */
   get base(): string {
     return `http://127.0.0.1:${this.port}`;
+  }
+
+  /** The admin port: /metrics, /healthz, /readyz, /debug/routes, /debug/memory. */
+  get adminBase(): string {
+    return `http://127.0.0.1:${this.adminPort}`;
   }
 
   sessionUrl(sessionId: string): string {
@@ -119,7 +131,7 @@ export class RouterProcess {
   }
 
   async metrics(): Promise<string> {
-    return (await fetch(`${this.base}/metrics`)).text();
+    return (await fetch(`${this.adminBase}/metrics`)).text();
   }
 
   /** The value of one metric sample, e.g. metric('switchyard_router_bad_frames_total', {code: 'X'}). */

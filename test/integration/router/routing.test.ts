@@ -1,7 +1,8 @@
 // client ↔ real router process ↔ 3 scripted agents: authentication at upgrade, every
 // routing rule of DESIGN §5, merged replies, connection-id remapping with colliding
-// agent ids, bad frames, and the HTTP endpoints.
+// agent ids, bad frames, and the HTTP endpoints of the session and admin ports.
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { PROTOCOL_VERSION_MAX } from "../../../proto/frame-version.js";
 import * as pb from "../../../proto/gen/session_pb.js";
 import { encodeFrame, encodeRaw, FLAG_ERROR } from "../../../proto/frame-codec.js";
 import { ScriptedAgent } from "../../peers/scripted-agent.js";
@@ -72,19 +73,27 @@ describe("upgrade authentication", () => {
     expect((err as UpgradeRefusedError).body.code).toBe("SWITCHYARD_UNAUTHENTICATED");
   });
 
-  it("refuses a wrong secret with 401", async () => {
-    const err = (await RawSessionClient.connect(router.sessionUrl("mc-0000000000000001"), "wrong").catch(
-      (e: unknown) => e,
-    )) as UpgradeRefusedError;
-    expect(err.status).toBe(401);
-  });
-
-  it("answers an unknown session with 404 and a code", async () => {
-    const err = (await RawSessionClient.connect(router.sessionUrl("mc-ffffffffffffffff"), SECRET).catch(
-      (e: unknown) => e,
-    )) as UpgradeRefusedError;
-    expect(err.status).toBe(404);
-    expect(err.body.code).toBe("SWITCHYARD_SESSION_NOT_FOUND");
+  it("answers a wrong secret exactly as an unknown session: 404, same code and message", async () => {
+    const refusal = async (sessionId: string, secret: string) => {
+      const err = (await RawSessionClient.connect(router.sessionUrl(sessionId), secret).catch(
+        (e: unknown) => e,
+      )) as UpgradeRefusedError;
+      expect(err).toBeInstanceOf(UpgradeRefusedError);
+      return { status: err.status, body: err.body, retryAfter: err.retryAfter };
+    };
+    const wrong = await refusal("mc-0000000000000001", "wrong");
+    const unknown = await refusal("mc-ffffffffffffffff", SECRET);
+    expect(wrong).toEqual(unknown);
+    expect(wrong.status).toBe(404);
+    expect(wrong.body.code).toBe("SWITCHYARD_SESSION_NOT_FOUND");
+    expect(JSON.stringify(wrong)).not.toContain("mc-0000000000000001");
+    // Only the admin port's metrics tell the two apart.
+    expect(await router.metric("switchyard_router_events_total", { event: "auth_failed" })).toBeGreaterThan(
+      0,
+    );
+    expect(
+      await router.metric("switchyard_router_events_total", { event: "session_not_found" }),
+    ).toBeGreaterThan(0);
   });
 
   it("answers a session being created with 503 and Retry-After", async () => {
@@ -106,7 +115,7 @@ describe("upgrade authentication", () => {
       minVersion: 1,
       maxVersion: 7,
     });
-    expect(ack.as(pb.HelloAckSchema).version).toBe(1);
+    expect(ack.as(pb.HelloAckSchema).version).toBe(PROTOCOL_VERSION_MAX);
     raw.close();
 
     const future = await RawSessionClient.connect(router.sessionUrl("mc-0000000000000001"), SECRET, {
@@ -371,17 +380,34 @@ describe("routing (DESIGN §5)", () => {
 });
 
 describe("HTTP endpoints", () => {
-  it("serves healthz, readyz and metrics", async () => {
-    expect((await fetch(`${router.base}/healthz`)).status).toBe(200);
-    expect((await fetch(`${router.base}/readyz`)).status).toBe(200);
+  it("serves healthz and readyz on both ports, metrics on the admin port", async () => {
+    for (const base of [router.base, router.adminBase]) {
+      expect((await fetch(`${base}/healthz`)).status).toBe(200);
+      expect((await fetch(`${base}/readyz`)).status).toBe(200);
+    }
     const m = await router.metrics();
     expect(m).toContain("switchyard_router_frames_total");
     expect(m).toContain("switchyard_router_fanout_latency_seconds_bucket");
     expect(m).not.toContain("mc-0000000000000001");
   });
 
-  it("redacts secrets and hashes in /debug/routes", async () => {
-    const text = await (await fetch(`${router.base}/debug/routes`)).text();
+  it("answers /metrics and /debug/* on the session port with 404, as any unknown path", async () => {
+    const unknown = await fetch(`${router.base}/no-such-path`);
+    expect(unknown.status).toBe(404);
+    const { code } = (await unknown.json()) as { code: string };
+    for (const path of ["/metrics", "/debug/routes", "/debug/memory"]) {
+      const r = await fetch(router.base + path);
+      expect(r.status, path).toBe(404);
+      const text = await r.text();
+      expect((JSON.parse(text) as { code: string }).code, path).toBe(code);
+      expect(text, path).not.toContain("mc-0000000000000001");
+    }
+    const memory = (await (await fetch(`${router.adminBase}/debug/memory`)).json()) as { rss: number };
+    expect(memory.rss).toBeGreaterThan(0);
+  });
+
+  it("redacts secrets and hashes in /debug/routes (admin port)", async () => {
+    const text = await (await fetch(`${router.adminBase}/debug/routes`)).text();
     expect(text).toContain("mc-0000000000000001");
     expect(text).not.toContain("agent-east");
     expect(text).not.toMatch(/[0-9a-f]{64}/);

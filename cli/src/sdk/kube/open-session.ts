@@ -6,7 +6,7 @@
 // and deletes the session.
 import type { KubeConfig } from "@kubernetes/client-node";
 import type { SwitchyardOperator } from "../../../../proto/api/v1alpha1/index.js";
-import { sessionUrl } from "../../../../proto/session-endpoint.js";
+import { sessionKey, sessionUrl } from "../../../../proto/session-endpoint.js";
 import { CliError, CliErrorCode } from "../cli-errors.js";
 import { contextNamespace } from "./kube-access.js";
 import {
@@ -101,8 +101,9 @@ export async function openSession(o: OpenSessionOptions): Promise<Session> {
       ...o.client,
       sessionId: handle.id,
       secret: handle.secret,
+      // Routers know a session by its key <namespace>:<name>, never by its name alone.
       urls: (override ?? (published ? [published] : [routerBaseUrl(undefined, progress.gateway)])).map((b) =>
-        sessionUrl(b, handle.id),
+        sessionUrl(b, sessionKey(handle.namespace, handle.id)),
       ),
       ...(o.routerCaPem ? { caPem: o.routerCaPem } : {}),
     });

@@ -1,7 +1,8 @@
 // Opening one WebSocket to a router for a session: `Authorization: Bearer <secret>` on the
 // upgrade, then Hello/HelloAck. The router's refusals (read with the session endpoint's
 // `parseRefusal`) become CLI errors that decide what the caller does next: 404 (session
-// unknown: gone for good), 401 (wrong secret: fatal), 503 + Retry-After (still being
+// unknown or secret wrong — routers answer both alike, so nobody can probe which sessions
+// exist: gone for good once the creation grace is over), 401 (no secret: fatal), 503 + Retry-After (still being
 // created: wait and retry), network errors (retry). Every frame is masked with a fresh
 // random key (ws's default), as RFC 6455 requires of clients: with a known mask the
 // client's payload would choose the bytes an intermediary sees on the wire (the attack
@@ -119,7 +120,7 @@ export function dialRouter(url: string, secret: string, opts: DialOptions = {}):
           return fail(
             new RouterDialError(
               CliErrorCode.SESSION_NOT_FOUND,
-              `router ${url} does not know the session (${detail || "404"}): it was deleted or expired`,
+              `router ${url} does not know the session (${detail || "404"}): it was deleted or expired, or its secret does not match`,
               status,
             ),
           );
@@ -127,7 +128,7 @@ export function dialRouter(url: string, secret: string, opts: DialOptions = {}):
           return fail(
             new RouterDialError(
               CliErrorCode.SESSION_UNAUTHORIZED,
-              `router ${url} refused the session secret (${detail || status}); the session belongs to another client`,
+              `router ${url} refused the session (${detail || status}): the session secret is missing or not accepted`,
               status,
             ),
           );

@@ -17,6 +17,9 @@ export interface DiscoveryResponse {
    */
   'fullSnapshot'?: (boolean);
   'upserts'?: (_switchyard_routes_v1_SessionRoute)[];
+  /**
+   * session_id of each route to drop.
+   */
   'removes'?: (string)[];
 }
 
@@ -35,5 +38,8 @@ export interface DiscoveryResponse__Output {
    */
   'fullSnapshot': (boolean);
   'upserts': (_switchyard_routes_v1_SessionRoute__Output)[];
+  /**
+   * session_id of each route to drop.
+   */
   'removes': (string)[];
 }

@@ -8,7 +8,11 @@ import type { Upstream as _switchyard_routes_v1_Upstream, Upstream__Output as _s
  */
 export interface SessionRoute {
   /**
-   * e.g. "mc-0123456789abcdef" (parent) or "mc-0123456789abcdef-east" (child).
+   * The session object's key "<namespace>:<name>" (proto/session-endpoint.ts sessionKey),
+   * e.g. "shop:mc-0123456789abcdef" (parent) or "shop:mc-0123456789abcdef-east" (child);
+   * clients and gateways connect to /v1/sessions/<session_id>. Never a name alone: names
+   * are unique only within a namespace, and a same-named session of another namespace
+   * must not replace, remove or attach to this one. 1-317 characters.
    */
   'sessionId'?: (string);
   /**
@@ -24,7 +28,11 @@ export interface SessionRoute {
  */
 export interface SessionRoute__Output {
   /**
-   * e.g. "mc-0123456789abcdef" (parent) or "mc-0123456789abcdef-east" (child).
+   * The session object's key "<namespace>:<name>" (proto/session-endpoint.ts sessionKey),
+   * e.g. "shop:mc-0123456789abcdef" (parent) or "shop:mc-0123456789abcdef-east" (child);
+   * clients and gateways connect to /v1/sessions/<session_id>. Never a name alone: names
+   * are unique only within a namespace, and a same-named session of another namespace
+   * must not replace, remove or attach to this one. 1-317 characters.
    */
   'sessionId': (string);
   /**
