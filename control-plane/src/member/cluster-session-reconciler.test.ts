@@ -99,6 +99,7 @@ describe("agentUpstreams", () => {
         isDefault: true,
         caPem: "CA",
         serverName: "switchyard-agent",
+        metricsCluster: "agent",
       },
       {
         cluster: "web-b",
@@ -107,6 +108,7 @@ describe("agentUpstreams", () => {
         isDefault: false,
         caPem: "CA",
         serverName: "switchyard-agent",
+        metricsCluster: "agent",
       },
     ]);
   });

@@ -407,6 +407,8 @@ export function agentUpstreams(
       isDefault: i === 0,
       caPem: tls.agentCaPem ?? "",
       serverName: secure ? (tls.agentServerName ?? "") : "",
+      // Agent ids change with every pod: one bounded label for all of them in router metrics.
+      metricsCluster: "agent",
     };
   });
 }

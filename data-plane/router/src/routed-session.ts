@@ -32,7 +32,7 @@ import {
 } from "../../../proto/gen/session_pb.js";
 import { ClientChannel } from "./client-channel.js";
 import { FrameRouting, type RoutingLimits } from "./frame-routing.js";
-import type { RouterMetrics } from "./router-metrics.js";
+import { metricsCluster, type RouterMetrics } from "./router-metrics.js";
 import { SessionFlowControl } from "./session-flow-control.js";
 import { UpstreamLink, type FlowLimits } from "./upstream-link.js";
 
@@ -225,7 +225,7 @@ export class RoutedSession {
         backoff: this.limits.backoff,
         connectTimeoutMs: this.limits.connectTimeoutMs,
         unmasked: this.limits.unmasked,
-        counters: this.metrics.clusterCounters(u.cluster),
+        counters: this.metrics.clusterCounters(metricsCluster(u)),
         log: this.log,
       },
       {

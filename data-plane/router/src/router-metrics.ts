@@ -1,8 +1,9 @@
 // The router's Prometheus metrics (DESIGN §8). Hot paths increment plain numbers on
 // objects they already hold (a per-cluster TrafficCounters, the BadFrameCounters);
 // prom-client objects are filled from those numbers only when /metrics is scraped.
-// Labels are bounded: cluster (from routing tables), family, direction, reason.
-// Never a session id.
+// Labels are bounded: cluster (an upstream's `metrics_cluster`, else its cluster, from the
+// routing table; counters of labels no longer in the table are dropped), family, direction,
+// reason. Never a session id.
 import { Counter, Gauge, Histogram, Registry } from "prom-client";
 import { FrameFamily } from "../../../proto/gen/session_pb.js";
 
@@ -11,6 +12,11 @@ for (const [name, value] of Object.entries(FrameFamily)) {
   if (typeof value === "number") FAMILY_NAMES[value] = name.toLowerCase();
 }
 const FAMILY_SLOTS = 16;
+
+/** The `cluster` label of an upstream: member gateways name every agent "agent". */
+export function metricsCluster(u: { cluster: string; metricsCluster?: string }): string {
+  return u.metricsCluster || u.cluster;
+}
 
 /** Per-cluster frame and byte counts, indexed by family. One instance per cluster name, shared by all links. */
 export class TrafficCounters {
@@ -164,6 +170,15 @@ export class RouterMetrics {
       this.clusters.set(cluster, c);
     }
     return c;
+  }
+
+  /**
+   * Drops the counters of labels no routing-table upstream carries any more (a Primary cluster
+   * taken out of the configuration; agents named by id in routes written before
+   * `metrics_cluster`): their series leave /metrics, and count from 0 if the label returns.
+   */
+  retainClusters(inUse: ReadonlySet<string>): void {
+    for (const label of this.clusters.keys()) if (!inUse.has(label)) this.clusters.delete(label);
   }
 
   badFrame(source: "client" | "upstream", code: string): void {

@@ -282,7 +282,7 @@ export class RouterServer {
     const counts = new Map<string, number>();
     for (const s of this.sessions.values())
       for (const l of s.upstreamLinks()) {
-        const k = `${l.cluster}\u0000${l.state}`;
+        const k = `${l.opts.counters.cluster}\u0000${l.state}`;
         counts.set(k, (counts.get(k) ?? 0) + 1);
       }
     for (const [k, count] of counts) {

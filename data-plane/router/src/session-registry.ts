@@ -9,7 +9,7 @@ import type WebSocket from "ws";
 import type { SessionRoute } from "../../../proto/gen/route_discovery_pb.js";
 import { SessionState } from "../../../proto/gen/route_discovery_pb.js";
 import { CloseCode, RoutedSession, type SessionLimits } from "./routed-session.js";
-import type { RouterMetrics } from "./router-metrics.js";
+import { metricsCluster, type RouterMetrics } from "./router-metrics.js";
 import type { RouteChange, RoutingTable } from "./routing-table.js";
 
 export class SessionRegistry {
@@ -87,6 +87,9 @@ export class SessionRegistry {
   }
 
   private tableChanged(change: RouteChange): void {
+    const labels = new Set<string>();
+    for (const route of this.table.all()) for (const u of route.upstreams) labels.add(metricsCluster(u));
+    this.metrics.retainClusters(labels);
     for (const id of change.removed) {
       const s = this.sessions.get(id);
       if (!s) continue;

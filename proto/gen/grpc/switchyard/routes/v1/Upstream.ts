@@ -28,6 +28,12 @@ export interface Upstream {
    * pod IP while its certificate names a fixed DNS name (e.g. "switchyard-agent").
    */
   'serverName'?: (string);
+  /**
+   * The `cluster` label of this upstream in the router's metrics; empty = `cluster`. Member
+   * gateways set "agent" for their agents, whose ids change with every pod, so the label
+   * sets stay bounded across rollouts.
+   */
+  'metricsCluster'?: (string);
 }
 
 export interface Upstream__Output {
@@ -57,4 +63,10 @@ export interface Upstream__Output {
    * pod IP while its certificate names a fixed DNS name (e.g. "switchyard-agent").
    */
   'serverName': (string);
+  /**
+   * The `cluster` label of this upstream in the router's metrics; empty = `cluster`. Member
+   * gateways set "agent" for their agents, whose ids change with every pod, so the label
+   * sets stay bounded across rollouts.
+   */
+  'metricsCluster': (string);
 }
