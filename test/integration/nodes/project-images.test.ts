@@ -145,12 +145,11 @@ describe("images built from the project", () => {
       ports: [{ containerPort: DEMO_APP_PORT }],
       readinessProbe: { httpGet: { path: "/healthz", port: DEMO_APP_PORT }, periodSeconds: 1 },
     };
-    const template = injectSidecar(
-      { spec: { containers: [structuredClone(app)] } },
-      "app",
-      "0".repeat(64),
-      { agentImage: PRODUCT_IMAGE, redirectImage: REDIRECT_IMAGE, imagePullPolicy: "Never" },
-    );
+    const template = injectSidecar({ spec: { containers: [structuredClone(app)] } }, "app", "0".repeat(64), {
+      agentImage: PRODUCT_IMAGE,
+      redirectImage: REDIRECT_IMAGE,
+      imagePullPolicy: "Never",
+    });
     const redirect = template.spec!.initContainers!.find((c) => c.name === REDIRECT_CONTAINER)!;
     expect(redirect.image).toBe(REDIRECT_IMAGE);
     const listenPort = Number(/--to-ports (\d+)/.exec(redirect.command!.join(" "))![1]);
