@@ -461,8 +461,12 @@ describe("primary-mode session lifecycle", () => {
     expect(condition(parent, "Degraded")).toMatchObject({ status: "True", reason: "ChildrenFailed" });
     expect(condition(parent, "Degraded")!.message).toMatch(/west/);
     expect(parent.status!.children!.west!.error).toMatch(/TargetNotFound/);
+    // Ready needs the Default child; the other healthy child may join the route a moment later.
     for (const sink of sinks) {
-      const route = await eventually(`route ${name}`, () => sink.table.get(key(name)));
+      const route = await eventually(`route ${name} with east and primary`, () => {
+        const r = sink.table.get(key(name));
+        return r && r.upstreams.length === 2 ? r : undefined;
+      });
       expect(route.upstreams.map((u) => u.cluster)).toEqual(["east", "primary"]);
     }
 

@@ -13,6 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { installCrds } from "../../../control-plane/src/runtime/index.js";
 import { clusterSessionClient } from "../../../proto/api/v1alpha1/index.js";
 import { ROUTE_DISCOVERY_PROTO } from "../../../proto/route-discovery-service.js";
+import { sessionKey } from "../../../proto/session-endpoint.js";
 import {
   createCertificateAuthority,
   ensureBinaries,
@@ -147,7 +148,7 @@ async function runK6(bearer: string): Promise<{ code: number | string; output: s
       "-e",
       `PROTO_DIR=${dirname(ROUTE_DISCOVERY_PROTO)}`,
       "-e",
-      `SESSION=${SESSION}`,
+      `SESSION=${sessionKey("default", SESSION)}`,
       "-e",
       `KEY_HASH=${KEY_HASH}`,
       "-e",

@@ -5,7 +5,7 @@
 // contains SESSION with KEY_HASH. It ends its stream once it has, or after TIMEOUT_MS;
 // every check must pass (`checks: rate==1`), so k6 exits non-zero when nothing arrives.
 //   k6 run -e ADDRESS=127.0.0.1:9443 -e TOKEN=… -e CA_FILE=ca.pem -e PROTO_DIR=proto \
-//     -e SESSION=mc-… -e KEY_HASH=… route-discovery-client.k6.js
+//     -e SESSION=<namespace>:<name> -e KEY_HASH=… route-discovery-client.k6.js
 // Without CA_FILE it dials plaintext (the embedded environment's control planes).
 import { Client, Stream } from "k6/net/grpc";
 import { check } from "k6";
