@@ -42,8 +42,10 @@ const entries: ReadonlyArray<readonly [pb.FrameFamily, number, DescMessage]> = [
   [F.TRAFFIC, pb.TrafficKind.DATA, pb.StreamDataSchema],
   [F.TRAFFIC, pb.TrafficKind.CLOSE, pb.StreamCloseSchema],
   [F.TRAFFIC, pb.TrafficKind.HTTP_RESPONSE, pb.HttpResponseSchema],
+  [F.TRAFFIC, pb.TrafficKind.HTTP_RESPONSE_END, pb.HttpBodyEndSchema],
   [F.TRAFFIC, pb.TrafficKind.NEW_CONNECTION, pb.NewConnectionSchema],
   [F.TRAFFIC, pb.TrafficKind.HTTP_REQUEST, pb.HttpRequestSchema],
+  [F.TRAFFIC, pb.TrafficKind.HTTP_REQUEST_END, pb.HttpBodyEndSchema],
 ];
 
 /** Highest family number in use; bytes above it are unknown families. */

@@ -2,9 +2,14 @@
 // Each side announces an inclusive [min, max] range; both continue with the highest
 // version in both ranges, or the accepting side refuses with a ProtocolError.
 
-/** Versions this code base speaks. Bump MAX when adding frames; raise MIN when dropping old ones. */
-export const PROTOCOL_VERSION_MIN = 1;
-export const PROTOCOL_VERSION_MAX = 1;
+/**
+ * Versions this code base speaks. Bump MAX when adding frames; raise MIN when dropping old ones.
+ * 2: stolen HTTP bodies may stream (HttpRequest/HttpResponse `body_streamed`, then DATA frames
+ * and HTTP_REQUEST_END / HTTP_RESPONSE_END). Every hop must speak it, since an agent cannot
+ * tell what the client behind its router speaks: version 1 is no longer accepted.
+ */
+export const PROTOCOL_VERSION_MIN = 2;
+export const PROTOCOL_VERSION_MAX = 2;
 
 export interface VersionRange {
   min: number;

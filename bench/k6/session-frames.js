@@ -25,8 +25,8 @@ export function frame(family, kind, requestId, payload, connectionId = 0) {
   return buf;
 }
 
-/** Hello{min_version: 1, max_version: 1}. */
-export const HELLO = frame(CONTROL, 1, 1, [0x08, 0x01, 0x10, 0x01]);
+/** Hello{min_version: 2, max_version: 2} (proto/frame-version.ts). */
+export const HELLO = frame(CONTROL, 1, 1, [0x08, 0x02, 0x10, 0x02]);
 
 /** An empty Ping (the router answers one merged Pong per ping). */
 export const ping = (requestId) => frame(PING, 1, requestId, []);

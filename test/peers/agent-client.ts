@@ -111,6 +111,11 @@ export class AgentClient {
   httpHandler: HttpHandler | undefined;
   /** Bytes received on outgoing TCP streams, by id. */
   readonly tcpData = new Map<number, Buffer[]>();
+  /** Stolen requests whose body is still streaming, by connection id. */
+  private readonly streamedRequests = new Map<
+    number,
+    { req: MessageShape<typeof pb.HttpRequestSchema>; chunks: Buffer[] }
+  >();
 
   private constructor(readonly session: RawSessionClient) {
     session.onRaw = (buf) => this.onFrame(buf);
@@ -141,32 +146,40 @@ export class AgentClient {
       this.announced.push(c);
       for (const w of this.connWaiters.splice(0)) w(c);
     } else if (kind === pb.TrafficKind.DATA) {
-      this.connections.get(id)?.push(Buffer.from(decodeStreamData(buf)));
+      const streaming = this.streamedRequests.get(id);
+      if (streaming) streaming.chunks.push(Buffer.from(decodeStreamData(buf)));
+      else this.connections.get(id)?.push(Buffer.from(decodeStreamData(buf)));
     } else if (kind === pb.TrafficKind.CLOSE) {
+      this.streamedRequests.delete(id);
       const c = this.connections.get(id);
       this.connections.delete(id);
       c?.push(undefined, decodePayload(buf, pb.StreamCloseSchema).error);
     } else if (kind === pb.TrafficKind.HTTP_REQUEST && this.httpHandler) {
       const req = decodePayload(buf, pb.HttpRequestSchema);
-      const answer = this.httpHandler(req);
-      this.session.send(
-        encodeFrame(
-          {
-            family: F.TRAFFIC,
-            kind: pb.TrafficKind.HTTP_RESPONSE,
-            connectionId: id,
-            requestId: buf.readUInt32BE(4),
-          },
-          pb.HttpResponseSchema,
-          {
-            status: answer.status,
-            headers: Object.entries(answer.headers ?? {}).map(([name, value]) => ({ name, value })),
-            body:
-              typeof answer.body === "string" ? Buffer.from(answer.body) : (answer.body ?? Buffer.alloc(0)),
-          },
-        ),
-      );
+      // A streamed body is collected whole before the handler runs.
+      if (req.bodyStreamed) this.streamedRequests.set(id, { req, chunks: [] });
+      else this.answer(id, req);
+    } else if (kind === pb.TrafficKind.HTTP_REQUEST_END) {
+      const streamed = this.streamedRequests.get(id);
+      this.streamedRequests.delete(id);
+      if (streamed) this.answer(id, { ...streamed.req, body: Buffer.concat(streamed.chunks) });
     }
+  }
+
+  /** Answers a stolen request with `httpHandler`'s whole answer. */
+  private answer(id: number, req: MessageShape<typeof pb.HttpRequestSchema>): void {
+    const answer = this.httpHandler!(req);
+    this.session.send(
+      encodeFrame(
+        { family: F.TRAFFIC, kind: pb.TrafficKind.HTTP_RESPONSE, connectionId: id, requestId: id },
+        pb.HttpResponseSchema,
+        {
+          status: answer.status,
+          headers: Object.entries(answer.headers ?? {}).map(([name, value]) => ({ name, value })),
+          body: typeof answer.body === "string" ? Buffer.from(answer.body) : (answer.body ?? Buffer.alloc(0)),
+        },
+      ),
+    );
   }
 
   /** The next connection the agent announces (steal or mirror). */

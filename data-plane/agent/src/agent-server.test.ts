@@ -23,6 +23,7 @@ import {
   FLAG_ERROR,
   HEADER_BYTES,
 } from "../../../proto/frame-codec.js";
+import { PROTOCOL_VERSION_MAX, PROTOCOL_VERSION_MIN } from "../../../proto/frame-version.js";
 import * as pb from "../../../proto/gen/session_pb.js";
 import { UpgradeRefusedError } from "../../../test/peers/raw-session-client.js";
 import { AgentServer, type AgentServerOptions } from "./agent-server.js";
@@ -171,11 +172,11 @@ describe("authentication and hello", () => {
     await new Promise((r, j) => (ws.once("open", r), ws.once("error", j)));
     ws.send(
       encodeFrame({ family: F.CONTROL, kind: pb.ControlKind.HELLO, requestId: 1 }, pb.HelloSchema, {
-        minVersion: 1,
-        maxVersion: 1,
+        minVersion: PROTOCOL_VERSION_MAX,
+        maxVersion: PROTOCOL_VERSION_MAX,
       }),
     );
-    expect(decodePayload(await ack, pb.HelloAckSchema).version).toBe(1);
+    expect(decodePayload(await ack, pb.HelloAckSchema).version).toBe(PROTOCOL_VERSION_MAX);
     const untrusted = new WebSocket(agent.url("s2"), { headers: { authorization: `Bearer ${SECRET}` } });
     cleanups.push(() => untrusted.terminate());
     await expect(
@@ -214,7 +215,9 @@ describe("authentication and hello", () => {
     const refused = await AgentClient.connect(agent.url("s2"), SECRET, {
       versions: { min: 7, max: 9 },
     }).catch((e: unknown) => e);
-    expect(String(refused)).toMatch(/hello refused: .*protocol versions 1-1/);
+    expect(String(refused)).toContain(
+      `protocol versions ${PROTOCOL_VERSION_MIN}-${PROTOCOL_VERSION_MAX}, the peer 7-9`,
+    );
   });
 
   it("rejects malformed frames without dropping the session", async () => {
@@ -669,8 +672,8 @@ describe("backpressure", () => {
     await new Promise((r) => ws.once("open", r));
     ws.send(
       encodeFrame({ family: F.CONTROL, kind: pb.ControlKind.HELLO, requestId: 1 }, pb.HelloSchema, {
-        minVersion: 1,
-        maxVersion: 1,
+        minVersion: PROTOCOL_VERSION_MAX,
+        maxVersion: PROTOCOL_VERSION_MAX,
       }),
     );
     await connectedP!;
@@ -720,8 +723,8 @@ describe("mirror toward a slow peer", () => {
     await new Promise((r) => ws.once("open", r));
     ws.send(
       encodeFrame({ family: F.CONTROL, kind: pb.ControlKind.HELLO, requestId: 1 }, pb.HelloSchema, {
-        minVersion: 1,
-        maxVersion: 1,
+        minVersion: PROTOCOL_VERSION_MAX,
+        maxVersion: PROTOCOL_VERSION_MAX,
       }),
     );
     await subscribedP!;

@@ -126,8 +126,6 @@ export class AgentServer {
           subscriptionPort: p.appPort,
           subscriptions: this.subscriptions,
           sessions: (id) => this.sessions.get(id)?.traffic,
-          // A stolen request travels in one frame: keep room for its head.
-          maxStolenBodyBytes: this.maxPayloadBytes - 64 * 1024,
         }),
       );
     }

@@ -269,7 +269,10 @@ export class AgentSession {
         return;
       case F.TRAFFIC:
         if (kind === pb.TrafficKind.DATA) return this.traffic.data(data, connectionId);
-        if (kind === pb.TrafficKind.HTTP_RESPONSE) return this.traffic.httpResponse(data, connectionId);
+        if (kind === pb.TrafficKind.HTTP_RESPONSE)
+          return this.traffic.httpResponse(data, connectionId, false);
+        if (kind === pb.TrafficKind.HTTP_RESPONSE_END)
+          return this.traffic.httpResponse(data, connectionId, true);
         return this.traffic.close(connectionId, decodePayload(data, pb.StreamCloseSchema).error);
     }
   }

@@ -205,6 +205,54 @@ describe("connection ids", () => {
     expect(router.sessions.get(SESSION)?.connectionCount).toBe(1);
   });
 
+  it("routes a streamed stolen request's body, answer and ends between its owner and the client", async () => {
+    const ids = await collidingConnections(3);
+    const T = pb.TrafficKind;
+    const end = (kind: number, connectionId: number) =>
+      encodeFrame({ family: F.TRAFFIC, kind, connectionId }, pb.HttpBodyEndSchema, {});
+    const onClient = (kind: number) =>
+      client.inbox.next((f) => f.family === F.TRAFFIC && f.kind === kind && f.connectionId === ids.west);
+    // Agent → client: the head, body chunks and the body's end, under the session id.
+    const head = onClient(T.HTTP_REQUEST);
+    agents.west.emitRaw(
+      encodeFrame(
+        { family: F.TRAFFIC, kind: T.HTTP_REQUEST, connectionId: 3, requestId: 3 },
+        pb.HttpRequestSchema,
+        { method: "POST", path: "/up", bodyStreamed: true },
+      ),
+    );
+    expect((await head).as(pb.HttpRequestSchema).bodyStreamed).toBe(true);
+    const chunk = onClient(T.DATA);
+    agents.west.emitData(3, "upload");
+    expect(text(await chunk)).toBe("upload");
+    const bodyEnd = onClient(T.HTTP_REQUEST_END);
+    agents.west.emitRaw(end(T.HTTP_REQUEST_END, 3));
+    await bodyEnd;
+    // Client → agent: the answer's head, chunks and end reach the owner only, under its id.
+    client.send(
+      encodeFrame(
+        { family: F.TRAFFIC, kind: T.HTTP_RESPONSE, connectionId: ids.west, requestId: 3 },
+        pb.HttpResponseSchema,
+        { status: 200, bodyStreamed: true },
+      ),
+    );
+    client.send(traffic(T.DATA, ids.west, "event"));
+    client.send(end(T.HTTP_RESPONSE_END, ids.west));
+    const answerEnd = await agents.west.inbox.waitFor(
+      (f) => f.family === F.TRAFFIC && f.kind === T.HTTP_RESPONSE_END,
+    );
+    expect(answerEnd.connectionId).toBe(3);
+    const onWest = agents.west.inbox.all.filter((f) => f.family === F.TRAFFIC).map((f) => f.kind);
+    expect(onWest).toEqual([T.HTTP_RESPONSE, T.DATA, T.HTTP_RESPONSE_END]);
+    for (const c of ["east", "north"] as const) expect(received(c, F.TRAFFIC)).toBe(0);
+    // The mapping lives until the agent's CLOSE.
+    expect(router.sessions.get(SESSION)?.connectionCount).toBe(3);
+    const closed = onClient(T.CLOSE);
+    agents.west.emitClose(3);
+    await closed;
+    expect(router.sessions.get(SESSION)?.connectionCount).toBe(2);
+  });
+
   it("closes a lost upstream's connections toward the client and reports how many", async () => {
     const ids = await collidingConnections(9);
     const closed = client.inbox.next(

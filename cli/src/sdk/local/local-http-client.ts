@@ -1,22 +1,29 @@
 // Replays stolen HTTP requests (filtered steals) on the developer's local process and
-// collects its answer. One undici Pool per local port keeps connections alive between
+// streams its answer back. One undici Pool per local port keeps connections alive between
 // requests, so a stolen request does not pay a TCP handshake, and bounds how many
-// connections the local process sees. Hop-by-hop headers belonged to the caller's
-// connection to the agent, not to this one: they are dropped both ways, and the body
-// (already whole) is framed by its length.
+// connections the local process sees. Bodies stream both ways: a streamed request body
+// goes to the local process as it arrives (framed by the caller's Content-Length when it
+// had one, else chunked); an answer framed by a length of at most 64 KiB (or without a
+// body) goes back whole in one frame, any other as it comes — its head at once (an event
+// stream must not wait for its first event), then its chunks, with the local process
+// paused while the router connection's send buffer is full. Hop-by-hop headers belonged to
+// the caller's connection to the agent, not to this one: they are dropped both ways.
 // A kept-alive connection the local process closes just as a request goes out fails that
-// request before any answer; an idempotent request is then sent once more on a fresh
-// connection (what browsers and Go's client do), so keep-alive never costs a 502.
+// request before any answer; an idempotent request with a whole body is then sent once
+// more on a fresh connection (what browsers and Go's client do), so keep-alive never costs
+// a 502. A streamed body cannot be sent twice.
+import type { Readable, Writable } from "node:stream";
 import { Pool, type Dispatcher } from "undici";
 import { integerIn, nonNegative, positive } from "../../../../lib/option-error.js";
-import type { HttpHeaderPair } from "../session/incoming-traffic.js";
+import type { HttpAnswer, HttpAnswerHead, HttpHeaderPair } from "../session/incoming-traffic.js";
 
 export interface LocalHttpOptions {
   /** Kept-alive connections per local port, at most; further requests wait for one (default 64). */
   connectionsPerPort?: number;
   /**
-   * How long the local process may take to start its answer, and then between two chunks of
-   * it, ms (default 60 000: the agent's own deadline for a stolen request; 0: no limit).
+   * How long the local process may take to start its answer (status and headers) once the
+   * request is sent, ms (default 60 000: the agent's own deadline for a stolen request; 0:
+   * no limit). The body then streams without a deadline, as long as the caller stays.
    */
   answerTimeoutMs?: number;
   /** TCP connect timeout to the local process, ms (default 10 000). */
@@ -29,14 +36,22 @@ export interface LocalHttpRequest {
   method: string;
   path: string;
   headers: readonly HttpHeaderPair[];
-  body: Buffer;
+  /** The whole body, or a stream of it (sent as it arrives). */
+  body: Buffer | Readable;
+  /** Aborts the request and its answer (the caller left). */
+  signal?: AbortSignal;
 }
 
-export interface LocalHttpAnswer {
-  status: number;
-  headers: HttpHeaderPair[];
-  body: Buffer;
+/** Where the answer goes: an IncomingHttpRequest. */
+export interface LocalAnswerTarget {
+  /** A whole answer. */
+  respond(answer: HttpAnswer): unknown;
+  /** A streamed answer: the head now, the body through the Writable. */
+  respondStream(head: HttpAnswerHead): Writable;
 }
+
+/** Answers framed by a length up to this go back whole, in one frame. */
+export const WHOLE_ANSWER_BYTES = 64 * 1024;
 
 /** Per-connection headers (RFC 9110 §7.6.1), plus the framing the agent already undid. */
 const HOP_BY_HOP = new Set([
@@ -49,19 +64,16 @@ const HOP_BY_HOP = new Set([
   "trailer",
 ]);
 /**
- * Not forwarded to the local process: the caller's Content-Length (the body is re-framed by
- * its length) and Expect (the agent already read the whole body; a 100 Continue from the
- * local process would only confuse this client).
+ * Not forwarded to the local process: Expect (the agent already answered 100 Continue; one
+ * from the local process would only confuse this client).
  */
-const DROPPED_REQUEST = new Set([...HOP_BY_HOP, "content-length", "expect"]);
-/** The agent frames the answer by its own length. */
-const DROPPED_ANSWER = new Set([...HOP_BY_HOP, "content-length"]);
+const DROPPED_REQUEST = new Set([...HOP_BY_HOP, "expect"]);
 /** Safe to send twice (RFC 9110 §9.2.2). */
 const IDEMPOTENT = new Set(["GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"]);
 /** The connection broke under the request (not: nothing listens, or a timeout). */
 const BROKEN_CONNECTION = new Set(["UND_ERR_SOCKET", "ECONNRESET", "EPIPE"]);
 
-type Attempt = { answer: LocalHttpAnswer } | { error: Error; answerStarted: boolean };
+type Attempt = { ok: true } | { error: Error; answerStarted: boolean };
 
 export class LocalHttpClient {
   readonly #pools = new Map<number, Pool>();
@@ -80,13 +92,20 @@ export class LocalHttpClient {
     this.#idleMs = positive("idleMs", options.idleMs, 4_000);
   }
 
-  /** Sends one request to the local port; rejects when the local process did not answer. */
-  async send(port: number, req: LocalHttpRequest): Promise<LocalHttpAnswer> {
+  /**
+   * Sends one request to the local port and its answer to `to`; resolves once the answer is
+   * complete. Rejects when the local process did not answer — before any answer went to
+   * `to` (answer 502 then), or after a streamed one began (it was cut).
+   */
+  async send(port: number, req: LocalHttpRequest, to: LocalAnswerTarget): Promise<void> {
+    const whole = Buffer.isBuffer(req.body);
+    // A streamed body keeps the caller's length (else it goes chunked); a whole one is framed by its own.
+    const keepLength = !whole && !req.headers.some((h) => h.name.toLowerCase() === "transfer-encoding");
     const headers: string[] = [];
     let host = false;
     for (const h of req.headers) {
       const lower = h.name.toLowerCase();
-      if (DROPPED_REQUEST.has(lower)) continue;
+      if (DROPPED_REQUEST.has(lower) || (lower === "content-length" && !keepLength)) continue;
       if (lower === "host") host = true;
       headers.push(h.name, h.value);
     }
@@ -96,13 +115,13 @@ export class LocalHttpClient {
       method: req.method,
       path: req.path,
       headers,
-      body: req.body.length > 0 ? req.body : null,
+      body: whole ? ((req.body as Buffer).length > 0 ? req.body : null) : req.body,
     };
     const pool = this.#pool(port);
-    let attempt = await dispatchOnce(pool, options);
-    if ("error" in attempt && retryable(attempt, req.method)) attempt = await dispatchOnce(pool, options);
-    if ("answer" in attempt) return attempt.answer;
-    throw this.#explain(attempt.error);
+    let attempt = await dispatchOnce(pool, options, req, to);
+    if ("error" in attempt && whole && retryable(attempt, req.method))
+      attempt = await dispatchOnce(pool, options, req, to);
+    if ("error" in attempt) throw this.#explain(attempt.error);
   }
 
   /** Closes every pool once its requests in flight are answered. */
@@ -120,7 +139,8 @@ export class LocalHttpClient {
         pipelining: 1,
         keepAliveTimeout: this.#idleMs,
         headersTimeout: this.#answerTimeoutMs,
-        bodyTimeout: this.#answerTimeoutMs,
+        // A streamed answer may be quiet for long (an event stream between events).
+        bodyTimeout: 0,
         connect: { timeout: this.#connectTimeoutMs },
       });
       this.#pools.set(port, pool);
@@ -132,7 +152,6 @@ export class LocalHttpClient {
   #explain(err: Error): Error {
     switch ((err as { code?: string }).code) {
       case "UND_ERR_HEADERS_TIMEOUT":
-      case "UND_ERR_BODY_TIMEOUT":
         return new Error(`no answer within ${this.#answerTimeoutMs} ms`, { cause: err });
       case "UND_ERR_CONNECT_TIMEOUT":
         return new Error(`no connection within ${this.#connectTimeoutMs} ms`, { cause: err });
@@ -150,35 +169,76 @@ function retryable(a: { error: Error; answerStarted: boolean }, method: string):
   );
 }
 
-/** One request through undici's handler interface: raw header pairs in, the whole answer out. */
-function dispatchOnce(pool: Pool, options: Dispatcher.DispatchOptions): Promise<Attempt> {
+/**
+ * One request through undici's handler interface: raw header pairs in; the answer out to
+ * `to`, whole or streamed (see the top of this file).
+ */
+function dispatchOnce(
+  pool: Pool,
+  options: Dispatcher.DispatchOptions,
+  req: LocalHttpRequest,
+  to: LocalAnswerTarget,
+): Promise<Attempt> {
   return new Promise<Attempt>((resolve) => {
+    const { signal } = req;
+    if (signal?.aborted) return resolve({ error: signal.reason as Error, answerStarted: false });
     let status = 0;
     let headers: HttpHeaderPair[] = [];
-    const chunks: Buffer[] = [];
+    let chunks: Buffer[] | undefined;
+    let out: Writable | undefined;
+    let controller: Dispatcher.DispatchController | undefined;
+    let settled = false;
+    const onAbort = () => controller?.abort(signal!.reason as Error);
+    const settle = (a: Attempt) => {
+      if (settled) return;
+      settled = true;
+      signal?.removeEventListener("abort", onAbort);
+      resolve(a);
+    };
     const handler: Dispatcher.DispatchHandler = {
-      // Its presence tells undici this handler speaks the current interface.
-      onRequestStart() {},
-      onResponseStart(controller, statusCode) {
+      onRequestStart(c) {
+        controller = c;
+        signal?.addEventListener("abort", onAbort, { once: true });
+      },
+      onResponseStart(c, statusCode) {
         if (statusCode < 200) return; // informational (103 Early Hints): the final answer follows
         status = statusCode;
-        headers = answerHeaders(controller.rawHeaders);
+        headers = answerHeaders(c.rawHeaders);
+        const length = headers.find((h) => h.name.toLowerCase() === "content-length")?.value;
+        const bodiless = req.method.toUpperCase() === "HEAD" || status === 204 || status === 304;
+        if (bodiless || (length !== undefined && Number(length) <= WHOLE_ANSWER_BYTES)) {
+          // Framed by the agent, by its own length.
+          headers = headers.filter((h) => h.name.toLowerCase() !== "content-length");
+          chunks = [];
+          return;
+        }
+        const body = to.respondStream({ status, headers });
+        out = body;
+        body.on("drain", () => c.resume());
+        // The caller left or the session dropped: stop the local process's answer.
+        body.on("error", (err) => {
+          if (!settled) c.abort(err);
+        });
       },
-      onResponseData(_controller, chunk) {
-        chunks.push(chunk);
+      onResponseData(c, chunk) {
+        if (chunks) chunks.push(chunk);
+        else if (out && !out.write(chunk)) c.pause();
       },
       onResponseEnd() {
-        resolve({ answer: { status, headers, body: Buffer.concat(chunks) } });
+        if (chunks) to.respond({ status, headers, body: Buffer.concat(chunks) });
+        else out?.end();
+        settle({ ok: true });
       },
-      onResponseError(_controller, error) {
-        resolve({ error, answerStarted: status !== 0 });
+      onResponseError(_c, error) {
+        out?.destroy(error);
+        settle({ error, answerStarted: status !== 0 });
       },
     };
     try {
       pool.dispatch(options, handler);
     } catch (err) {
       // Invalid request heads (a bad header name or value) are refused before any I/O.
-      resolve({ error: err as Error, answerStarted: false });
+      settle({ error: err as Error, answerStarted: false });
     }
   });
 }
@@ -188,7 +248,7 @@ function answerHeaders(raw: Dispatcher.DispatchController["rawHeaders"]): HttpHe
   if (!Array.isArray(raw)) return out;
   for (let i = 0; i + 1 < raw.length; i += 2) {
     const name = latin1(raw[i]!);
-    if (!DROPPED_ANSWER.has(name.toLowerCase())) out.push({ name, value: latin1(raw[i + 1]!) });
+    if (!HOP_BY_HOP.has(name.toLowerCase())) out.push({ name, value: latin1(raw[i + 1]!) });
   }
   return out;
 }

@@ -3,8 +3,9 @@
 //   connections to the mapped local port; for a steal the local answer goes back to the
 //   caller, for a mirror it is discarded;
 // - stolen HTTP requests (filtered steals) are replayed as local HTTP requests and the
-//   local response is sent back; a local failure answers 502 with the reason.
-//   Requests go over kept-alive connections (local-http-client.ts).
+//   local response is sent back, bodies streamed both ways; a local failure answers 502
+//   with the reason (or cuts an answer already under way). Requests go over kept-alive
+//   connections (local-http-client.ts).
 // Port mapping: a target port maps to itself unless `--port 8080:3000` says otherwise.
 import { connect } from "node:net";
 import type { IncomingConnection, IncomingHttpRequest } from "../session/incoming-traffic.js";
@@ -97,9 +98,17 @@ export class TrafficDelivery {
     this.stats.httpRequests++;
     const port = this.localPortFor(r.info?.port ?? 0);
     try {
-      r.respond(await this.#http.send(port, r));
+      await this.#http.send(
+        port,
+        { method: r.method, path: r.path, headers: r.headers, body: r.body, signal: r.signal },
+        r,
+      );
     } catch (err) {
+      // The caller left (or the session dropped): nobody waits for an answer.
+      if (r.closed) return;
       this.#fail(`stolen ${r.method} ${r.path} to local port ${port}`, err as Error);
+      // A streamed answer that broke was cut already; only an unanswered request gets a 502.
+      if (r.answered) return;
       r.respond({
         status: 502,
         headers: [{ name: "content-type", value: "text/plain" }],

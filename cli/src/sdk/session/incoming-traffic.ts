@@ -2,8 +2,8 @@
 // - IncomingConnection: a raw mirrored or stolen connection as a Duplex. For a steal,
 //   what the program writes goes back to the caller; for a mirror the copy is read-only
 //   (writes are discarded: the cluster's app already answered).
-// - IncomingHttpRequest: one stolen HTTP request (filtered steal); `respond` sends the
-//   answer to the caller.
+// - IncomingHttpRequest: one stolen HTTP request (filtered steal), bodies whole or
+//   streamed both ways (stolen-http-request.ts; re-exported here).
 // Connection ids are the router's session-unique ids; the router forgets an id on the
 // first CLOSE from either side, so nothing is sent on a connection after that.
 import { Duplex } from "node:stream";
@@ -86,56 +86,10 @@ export class IncomingConnection extends Duplex {
   }
 }
 
-export interface HttpHeaderPair {
-  name: string;
-  value: string;
-}
-
-export interface HttpAnswer {
-  status: number;
-  headers?: HttpHeaderPair[];
-  body?: Uint8Array;
-}
-
-export class IncomingHttpRequest {
-  #answered = false;
-
-  constructor(
-    readonly connectionId: number,
-    readonly requestId: number,
-    readonly info: IncomingConnectionInfo | undefined,
-    readonly method: string,
-    readonly path: string,
-    readonly headers: HttpHeaderPair[],
-    readonly body: Buffer,
-    private readonly sink: FrameSink,
-  ) {}
-
-  /** The first value of a header (case-insensitive). */
-  header(name: string): string | undefined {
-    const n = name.toLowerCase();
-    return this.headers.find((h) => h.name.toLowerCase() === n)?.value;
-  }
-
-  get answered(): boolean {
-    return this.#answered;
-  }
-
-  /** Sends the answer; a second call is ignored. False when the session is disconnected. */
-  respond(answer: HttpAnswer): boolean {
-    if (this.#answered) return true;
-    this.#answered = true;
-    return this.sink.send(
-      encodeFrame(
-        {
-          family: F,
-          kind: pb.TrafficKind.HTTP_RESPONSE,
-          connectionId: this.connectionId,
-          requestId: this.requestId,
-        },
-        pb.HttpResponseSchema,
-        { status: answer.status, headers: answer.headers ?? [], body: answer.body ?? new Uint8Array(0) },
-      ),
-    );
-  }
-}
+export {
+  IncomingHttpRequest,
+  StolenRequestBody,
+  type HttpAnswer,
+  type HttpAnswerHead,
+  type HttpHeaderPair,
+} from "./stolen-http-request.js";

@@ -11,7 +11,7 @@ import * as pb from "../../../../proto/gen/session_pb.js";
 import { encodeFrame } from "../../../../proto/frame-codec.js";
 import { coalesceWrites } from "../../../../lib/coalesced-writes.js";
 import { CliError, CliErrorCode, hasCliCode } from "../cli-errors.js";
-import type { FrameSink } from "./frame-sink.js";
+import type { FrameSink, InboundHold } from "./frame-sink.js";
 import {
   connectWithBackoff,
   reconnectWithBackoff,
@@ -49,7 +49,7 @@ export interface RouterConnectionHandlers {
   lost(err: CliError): void;
 }
 
-export class RouterConnection implements FrameSink {
+export class RouterConnection implements FrameSink, InboundHold {
   #state: ConnectionState = "idle";
   #ws: WebSocket | undefined;
   #socket: Socket | undefined;
@@ -57,6 +57,8 @@ export class RouterConnection implements FrameSink {
   #urlIndex = 0;
   #lostError: CliError | undefined;
   #writableWaiters: Array<() => void> = [];
+  /** Holds on reading the current socket (holdInbound). */
+  #holds = 0;
   /** Aborts a reconnect's wait when the session is closed meanwhile. */
   readonly #closing = new AbortController();
 
@@ -155,6 +157,19 @@ export class RouterConnection implements FrameSink {
     this.#writableWaiters.push(cb);
   }
 
+  holdInbound(until: (release: () => void) => void): void {
+    const ws = this.#ws;
+    if (!ws) return until(() => {});
+    if (this.#holds++ === 0) ws.pause();
+    let released = false;
+    until(() => {
+      if (released) return;
+      released = true;
+      // A hold of a socket that is gone ended with it.
+      if (this.#ws === ws && --this.#holds === 0) ws.resume();
+    });
+  }
+
   /** Releases every writer waiting for buffer space (after in-flight work failed). */
   releaseWriters(): void {
     for (const cb of this.#writableWaiters.splice(0)) cb();
@@ -170,6 +185,7 @@ export class RouterConnection implements FrameSink {
 
   #attach(d: DialedRouter, url: string, index: number): void {
     this.#ws = d.ws;
+    this.#holds = 0;
     this.#socket = d.socket;
     this.#url = url;
     this.#urlIndex = index;

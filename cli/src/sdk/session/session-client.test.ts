@@ -6,10 +6,13 @@
 // one with subscriptions restored, and a router that never returns ends in one `lost`
 // event.
 import { createServer, type Server } from "node:http";
+import { Readable } from "node:stream";
 import type { AddressInfo } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
 import { WebSocketServer, type WebSocket } from "ws";
+import { PROTOCOL_VERSION_MAX } from "../../../../proto/frame-version.js";
 import * as pb from "../../../../proto/gen/session_pb.js";
+import { encodeStreamData } from "../../../../proto/stream-data-frame.js";
 import { decodeFrame, encodeFrame, type DecodedFrame } from "../../../../proto/frame-codec.js";
 import type { CliError } from "../cli-errors.js";
 import type { IncomingConnection, IncomingHttpRequest } from "./incoming-traffic.js";
@@ -49,7 +52,7 @@ class FakeRouter {
               encodeFrame(
                 { family: F.CONTROL, kind: pb.ControlKind.HELLO_ACK, requestId: f.header.requestId },
                 pb.HelloAckSchema,
-                { version: 1, peer: "fake-router" },
+                { version: PROTOCOL_VERSION_MAX, peer: "fake-router" },
               ),
             );
             // In the same tick as the ack, as the real router does.
@@ -240,6 +243,104 @@ describe("SessionClient", () => {
     const res = await answered;
     expect(res.header).toMatchObject({ kind: pb.TrafficKind.HTTP_RESPONSE, connectionId: 7, requestId: 7 });
     expect((res.message as pb.HttpResponse).status).toBe(201);
+  });
+
+  it("streams a stolen request's body and answer as DATA frames, holding reading while the body waits", async () => {
+    const { router, url } = await fake();
+    router.onFrame = (f, ws) => {
+      if (f.header.family === F.SUBSCRIPTION)
+        ws.send(
+          encodeFrame(
+            { family: F.SUBSCRIPTION, kind: pb.SubscriptionKind.RESULT, requestId: f.header.requestId },
+            pb.SubscriptionResultSchema,
+            { ok: true },
+          ),
+        );
+    };
+    const c = client([url]);
+    await c.connect();
+    const sub = await c.subscribe(8080, "steal", { path: "^/" });
+    const requests: IncomingHttpRequest[] = [];
+    c.on("httpRequest", (r) => requests.push(r));
+    const ws = router.socket!;
+    const T = pb.TrafficKind;
+    const stolen = (id: number) => {
+      ws.send(
+        encodeFrame({ family: F.TRAFFIC, kind: T.NEW_CONNECTION, connectionId: id }, pb.NewConnectionSchema, {
+          subscriptionId: sub.id,
+          port: 8080,
+          mode: pb.TrafficMode.STEAL,
+        }),
+      );
+      ws.send(
+        encodeFrame(
+          { family: F.TRAFFIC, kind: T.HTTP_REQUEST, connectionId: id, requestId: id },
+          pb.HttpRequestSchema,
+          { method: "POST", path: "/up", bodyStreamed: true },
+        ),
+      );
+    };
+    const data = (id: number, bytes: Buffer | string) =>
+      ws.send(encodeStreamData(F.TRAFFIC, T.DATA, id, Buffer.from(bytes)));
+    const bodyEnd = (id: number) =>
+      ws.send(
+        encodeFrame(
+          { family: F.TRAFFIC, kind: T.HTTP_REQUEST_END, connectionId: id },
+          pb.HttpBodyEndSchema,
+          {},
+        ),
+      );
+    const readAll = async (r: Readable) => {
+      const chunks: Buffer[] = [];
+      for await (const chunk of r) chunks.push(chunk as Buffer);
+      return Buffer.concat(chunks);
+    };
+
+    stolen(7);
+    data(7, "abc");
+    data(7, "def");
+    bodyEnd(7);
+    await expect.poll(() => requests.length).toBe(1);
+    const req = requests[0]!;
+    expect(req.body).toBeInstanceOf(Readable);
+    expect((await readAll(req.body as Readable)).toString()).toBe("abcdef");
+    const out = req.respondStream({
+      status: 200,
+      headers: [{ name: "content-type", value: "text/event-stream" }],
+    });
+    out.write("data: 1\n\n");
+    out.end("data: 2\n\n");
+    await expect
+      .poll(() => router.frames.filter((f) => f.header.connectionId === 7).map((f) => f.header.kind))
+      .toEqual([T.HTTP_RESPONSE, T.DATA, T.DATA, T.HTTP_RESPONSE_END]);
+    const answer = router.frames.filter((f) => f.header.connectionId === 7);
+    expect(answer[0]!.message).toMatchObject({ status: 200, bodyStreamed: true });
+    expect(Buffer.from((answer[1]!.message as pb.StreamData).data).toString()).toBe("data: 1\n\n");
+
+    // A body nobody reads yet: the client stops reading the router instead of buffering it.
+    stolen(9);
+    const total = 48 * 1024 * 1024;
+    const block = Buffer.alloc(256 * 1024, 9);
+    for (let sent = 0; sent < total; sent += block.length) data(9, block);
+    bodyEnd(9);
+    await expect.poll(() => requests.length).toBe(2);
+    const slow = requests[1]!;
+    const unread = slow.body as Readable;
+    await expect.poll(() => unread.readableLength >= 1024 * 1024, { timeout: 10_000 }).toBe(true);
+    await new Promise((r) => setTimeout(r, 200));
+    // Reading everything would have buffered the whole body by now.
+    expect(unread.readableLength).toBeLessThan(2 * 1024 * 1024);
+    expect(ws.bufferedAmount).toBeGreaterThan(0);
+    expect((await readAll(slow.body as Readable)).length).toBe(total);
+    // The caller leaves before an answer: the exchange's signal aborts.
+    ws.send(
+      encodeFrame({ family: F.TRAFFIC, kind: T.CLOSE, connectionId: 9 }, pb.StreamCloseSchema, {
+        error: "the caller closed its connection",
+      }),
+    );
+    await expect.poll(() => slow.signal.aborted).toBe(true);
+    expect(slow.closed).toBe(true);
+    expect(slow.respond({ status: 200 })).toBe(false);
   });
 
   it("reconnects through the next router and re-subscribes under the same id", async () => {

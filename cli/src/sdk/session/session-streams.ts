@@ -2,13 +2,15 @@
 // and UDP channels (ids the client chooses) get their DATA and CLOSE; incoming traffic
 // (ids the router assigns) becomes IncomingConnections and IncomingHttpRequests. A steal
 // with an HTTP filter announces a connection whose first frame decides what it is: an
-// HTTP_REQUEST (a filtered request), or DATA (an upgrade or other raw bytes, handed over
-// as a connection). When the router connection drops, every stream fails with it.
+// HTTP_REQUEST (a filtered request: its streamed body's DATA and HTTP_REQUEST_END follow,
+// the agent's CLOSE ends it), or DATA (an upgrade or other raw bytes, handed over as a
+// connection). When the router connection drops, every stream fails with it.
 import * as pb from "../../../../proto/gen/session_pb.js";
 import { decodePayload } from "../../../../proto/frame-codec.js";
 import { decodeStreamData } from "../../../../proto/stream-data-frame.js";
-import type { FrameSink } from "./frame-sink.js";
-import { IncomingConnection, IncomingHttpRequest, type IncomingConnectionInfo } from "./incoming-traffic.js";
+import type { FrameSink, InboundHold } from "./frame-sink.js";
+import { IncomingConnection, type IncomingConnectionInfo } from "./incoming-traffic.js";
+import { IncomingHttpRequest, StolenRequestBody } from "./stolen-http-request.js";
 import { OutgoingTcpStream } from "./outgoing-tcp-stream.js";
 import { UdpChannel } from "./udp-channel.js";
 
@@ -30,10 +32,12 @@ export class SessionStreams {
   readonly #incoming = new Map<number, IncomingConnection>();
   /** Connections of filtered steals: an HTTP request or (for upgrades) raw bytes follow. */
   readonly #undecided = new Map<number, IncomingConnectionInfo>();
+  /** Stolen HTTP requests until the agent's CLOSE. */
+  readonly #http = new Map<number, IncomingHttpRequest>();
   #nextStreamId = 1;
 
   constructor(
-    private readonly sink: FrameSink,
+    private readonly sink: FrameSink & InboundHold,
     private readonly on: IncomingHandlers,
   ) {}
 
@@ -109,14 +113,20 @@ export class SessionStreams {
           r.method,
           r.path,
           r.headers.map((x) => ({ name: x.name, value: x.value })),
-          Buffer.from(r.body),
+          r.bodyStreamed ? new StolenRequestBody(this.sink) : Buffer.from(r.body),
           this.sink,
         );
+        this.#http.set(id, req);
         if (!this.on.httpRequest(req))
           req.respond({ status: 502, body: Buffer.from("no local handler for stolen HTTP requests\n") });
         return;
       }
+      case pb.TrafficKind.HTTP_REQUEST_END:
+        this.#http.get(id)?.remoteEnd();
+        return;
       case pb.TrafficKind.DATA: {
+        const req = this.#http.get(id);
+        if (req) return req.remoteData(decodeStreamData(data));
         const undecided = this.#undecided.get(id);
         if (undecided) {
           this.#undecided.delete(id);
@@ -125,11 +135,17 @@ export class SessionStreams {
         this.#incoming.get(id)?.remoteData(decodeStreamData(data));
         return;
       }
-      case pb.TrafficKind.CLOSE:
+      case pb.TrafficKind.CLOSE: {
         this.#undecided.delete(id);
+        const req = this.#http.get(id);
+        if (req) {
+          this.#http.delete(id);
+          return req.remoteClose(decodePayload(data, pb.StreamCloseSchema).error);
+        }
         this.#incoming.get(id)?.remoteClose();
         this.#incoming.delete(id);
         return;
+      }
     }
   }
 
@@ -138,7 +154,9 @@ export class SessionStreams {
     for (const s of [...this.#tcp.values()]) s.destroy(err);
     for (const u of [...this.#udp.values()]) u.remoteClose(err.message);
     for (const c of [...this.#incoming.values()]) c.destroy();
+    for (const r of [...this.#http.values()]) r.remoteClose(err.message);
     this.#incoming.clear();
+    this.#http.clear();
     this.#undecided.clear();
   }
 

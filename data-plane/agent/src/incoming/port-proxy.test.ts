@@ -10,9 +10,9 @@ import {
   type ConnectionSink,
   type IncomingConnectionInfo,
   type StolenHttpRequest,
-  type StolenHttpResponse,
   type TrafficSession,
 } from "./port-proxy.js";
+import type { StolenCaller } from "./stolen-caller.js";
 
 const POLL: PollOptions = { timeoutMs: 3000, intervalMs: 10 };
 
@@ -44,18 +44,26 @@ class RecordingSession implements TrafficSession {
       },
     };
   }
-  async request(req: StolenHttpRequest): Promise<StolenHttpResponse> {
+  /** How each stolen request's body arrived. */
+  readonly bodies: Array<"whole" | "streamed"> = [];
+  request(req: StolenHttpRequest, caller: StolenCaller): void {
     this.requests.push(req);
-    return {
-      status: 200,
-      headers: [
-        ["X-Served-By", this.id],
-        ["Content-Type", "text/plain"],
-      ],
-      body: Buffer.from(
-        `session ${this.id} got ${req.head.method} ${req.head.path} body=${req.body.toString()}`,
-      ),
-    };
+    const answer = (body: Buffer) =>
+      caller.respond(
+        200,
+        [
+          ["X-Served-By", this.id],
+          ["Content-Type", "text/plain"],
+        ],
+        Buffer.from(`session ${this.id} got ${req.head.method} ${req.head.path} body=${body.toString()}`),
+      );
+    if (caller.wholeBody) {
+      this.bodies.push("whole");
+      return answer(caller.wholeBody);
+    }
+    this.bodies.push("streamed");
+    const chunks: Buffer[] = [];
+    caller.readBody({ data: (c) => chunks.push(c), end: () => answer(Buffer.concat(chunks)) });
   }
   mirrored(): string {
     return this.connections.flatMap((c) => c.data.map((d) => d.toString("latin1"))).join("");
@@ -135,7 +143,7 @@ function send(
   });
 }
 
-function add(s: TrafficSession) {
+function add<T extends TrafficSession>(s: T): T {
   sessions.set(s.id, s);
   return s;
 }
@@ -244,21 +252,38 @@ describe("PortProxy", () => {
     sock.destroy();
   });
 
-  it("answers 413 for a stolen body over the limit", async () => {
-    await proxy.close();
-    proxy = new PortProxy({
-      listenPort: 0,
-      appPort,
-      subscriptions: subs,
-      subscriptionPort: 8080,
-      sessions: (id) => sessions.get(id),
-      maxStolenBodyBytes: 10,
+  it("hands a small body with a length whole and streams any other, however large", async () => {
+    const s = add(new RecordingSession("alice"));
+    subs.subscribe("alice", 8080, "steal", { method: "POST" });
+    const small = await send("/small", {
+      method: "POST",
+      headers: { "content-length": "100" },
+      body: "x".repeat(100),
     });
-    proxyPort = await proxy.listen();
+    expect(small.body).toBe(`session alice got POST /small body=${"x".repeat(100)}`);
+    const large = "y".repeat(3 * 1024 * 1024);
+    const big = await send("/big", {
+      method: "POST",
+      headers: { "content-length": String(large.length) },
+      body: large,
+    });
+    expect(big).toMatchObject({ status: 200, body: `session alice got POST /big body=${large}` });
+    const chunked = await send("/chunked", { method: "POST", body: ["a", "b"] });
+    expect(chunked.body).toBe("session alice got POST /chunked body=ab");
+    expect(s.bodies).toEqual(["whole", "streamed", "streamed"]);
+  });
+
+  it("in HTTP mode, answers 431 at once for a request head over 16 KiB", async () => {
     add(new RecordingSession("alice"));
     subs.subscribe("alice", 8080, "steal", { method: "POST" });
-    const r = await send("/upload", { method: "POST", body: "x".repeat(100) });
-    expect(r.status).toBe(413);
+    const sock = connect(proxyPort, "127.0.0.1");
+    sock.write(`GET /big HTTP/1.1\r\nHost: x\r\nX-Big: ${"b".repeat(20 * 1024)}\r\n\r\n`);
+    const answer = await new Promise<string>((resolve) => {
+      let got = "";
+      sock.on("data", (d: Buffer) => (got += d.toString()));
+      sock.on("close", () => resolve(got));
+    });
+    expect(answer).toMatch(/^HTTP\/1\.1 431 /);
   });
 
   it("in HTTP mode, answers 502 with a clear body when the app is down", async () => {

@@ -22,6 +22,7 @@ import { createConnection, createServer, type Server, type Socket } from "node:n
 import type { Duplex } from "node:stream";
 import type { PortSubscriptions, Subscription } from "./port-subscriptions.js";
 import type { RequestHead } from "./http-filter.js";
+import { acceptStolenCaller, type StolenCaller } from "./stolen-caller.js";
 
 export interface IncomingConnectionInfo {
   /** Unique per agent. */
@@ -52,25 +53,19 @@ export interface ConnectionSink {
   end(): void;
 }
 
+/** A stolen HTTP request's head; its body and answer go through its StolenCaller. */
 export interface StolenHttpRequest {
-  readonly id: number;
   readonly port: number;
   readonly remoteAddress: string;
   readonly head: RequestHead;
-  readonly body: Buffer;
-}
-
-export interface StolenHttpResponse {
-  status: number;
-  headers: Array<[string, string]>;
-  body: Buffer;
 }
 
 /** Implemented by the session layer (one per session). */
 export interface TrafficSession {
   readonly id: string;
   connection(info: IncomingConnectionInfo, control: ConnectionControl): ConnectionSink;
-  request(req: StolenHttpRequest): Promise<StolenHttpResponse>;
+  /** Takes a stolen request: answers it through `caller` (a 502 through `caller.fail` when it cannot). */
+  request(req: StolenHttpRequest, caller: StolenCaller): void;
 }
 
 export interface PortProxyOptions {
@@ -83,8 +78,6 @@ export interface PortProxyOptions {
   /** The port number subscriptions name (the app's port); default listenPort. */
   subscriptionPort?: number;
   sessions: (sessionId: string) => TrafficSession | undefined;
-  /** Largest stolen request body buffered for a session, bytes (default 8 MiB); larger → 413. */
-  maxStolenBodyBytes?: number;
 }
 
 export class PortProxyMetrics {
@@ -113,17 +106,16 @@ function headOf(req: IncomingMessage): RequestHead {
   return { method: req.method ?? "GET", path: req.url ?? "/", headers };
 }
 
-const hopByHop = new Set(["content-length", "transfer-encoding", "connection", "keep-alive"]);
-
 export class PortProxy {
   readonly metrics = new PortProxyMetrics();
   private server: Server | undefined;
-  private readonly http = createHttpServer({ keepAliveTimeout: 65_000 });
+  // No deadline for a whole request (Node's default is 5 min): an upload streams for as long
+  // as it takes, as it would to the app itself. Heads still have Node's 60 s.
+  private readonly http = createHttpServer({ keepAliveTimeout: 65_000, requestTimeout: 0 });
   private readonly appAgent: Agent;
   private readonly sockets = new Set<Socket>();
   /** Mirror sinks of connections in HTTP mode, found again per request. */
   private readonly httpMirrors = new WeakMap<object, ConnectionSink[]>();
-  private readonly maxBody: number;
   /** Retries of connections and requests waiting for a held steal, run on the next change. */
   private waiting: Array<() => void> = [];
   private readonly unwatch: () => void;
@@ -132,17 +124,29 @@ export class PortProxy {
     if (!Number.isInteger(opts.appPort) || opts.appPort < 1 || opts.appPort > 65535) {
       throw new RangeError(`appPort must be a TCP port (1-65535), got ${opts.appPort}`);
     }
-    this.maxBody = opts.maxStolenBodyBytes ?? 8 * 1024 * 1024;
     this.appAgent = new Agent({ keepAlive: true, maxSockets: 256 });
     this.http.on("request", (req, res) => this.onRequest(req, res));
     this.http.on("upgrade", (req, socket, head) => void this.onUpgrade(req, socket, head));
-    this.http.on("clientError", (_err, socket) => socket.destroy());
+    this.http.on("clientError", (err: NodeJS.ErrnoException, socket) => this.refuseUnparsable(err, socket));
     this.unwatch = opts.subscriptions.onChange((port) => {
       if (port !== this.subPort || this.waiting.length === 0) return;
       const retry = this.waiting;
       this.waiting = [];
       for (const r of retry) r();
     });
+  }
+
+  /**
+   * A request Node's parser refused in HTTP mode gets the status Node itself would answer
+   * (431 for a head over its 16 KiB limit, else 400), then the connection closes.
+   */
+  private refuseUnparsable(err: NodeJS.ErrnoException, socket: Duplex): void {
+    if (!socket.writable) return void socket.destroy();
+    const status =
+      err.code === "HPE_HEADER_OVERFLOW" ? "431 Request Header Fields Too Large" : "400 Bad Request";
+    socket.end(`HTTP/1.1 ${status}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n`, () =>
+      socket.destroy(),
+    );
   }
 
   /** Connections and requests now waiting for a held steal. */
@@ -404,6 +408,7 @@ export class PortProxy {
     req.pipe(upstream);
   }
 
+  /** Bodies stream both ways (stolen-caller.ts): no body is ever held whole beyond 64 KiB. */
   private stealRequest(
     session: TrafficSession,
     req: IncomingMessage,
@@ -411,42 +416,12 @@ export class PortProxy {
     head: RequestHead,
   ): void {
     this.metrics.requests.stolen++;
-    const chunks: Buffer[] = [];
-    let size = 0;
-    let tooBig = false;
-    req.on("data", (chunk: Buffer) => {
-      size += chunk.length;
-      if (size > this.maxBody) tooBig = true;
-      else chunks.push(chunk);
-    });
-    req.on("end", () => {
-      if (tooBig) {
-        res.writeHead(413, { "content-type": "text/plain", connection: "close" });
-        res.end(`switchyard agent: a stolen request body may be at most ${this.maxBody} bytes\n`);
-        return;
-      }
-      session
-        .request({
-          id: newId(),
-          port: this.subPort,
-          remoteAddress: req.socket.remoteAddress ?? "",
-          head,
-          body: Buffer.concat(chunks),
-        })
-        .then((answer) => {
-          const headers: string[] = [];
-          for (const [k, v] of answer.headers) if (!hopByHop.has(k.toLowerCase())) headers.push(k, v);
-          headers.push("Content-Length", String(answer.body.length));
-          res.writeHead(answer.status, headers);
-          res.end(answer.body);
-        })
-        .catch((err: Error) => {
-          this.metrics.requests.failed++;
-          if (res.headersSent) return res.destroy();
-          res.writeHead(502, { "content-type": "text/plain" });
-          res.end(`switchyard agent: the session did not answer: ${err.message}\n`);
-        });
-    });
+    acceptStolenCaller(
+      req,
+      res,
+      () => this.metrics.requests.failed++,
+      (caller) => session.request({ port: this.subPort, remoteAddress: caller.remoteAddress, head }, caller),
+    );
   }
 
   private onUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer, counted = false): boolean {

@@ -4,34 +4,31 @@
 //   fresh agent connection id, then DATA both ways; CLOSE ends the whole connection
 //   (routers forget the id on the first CLOSE either way).
 // - Stolen HTTP requests (filtered steals): each request gets its own connection id:
-//   NEW_CONNECTION, then HTTP_REQUEST (request id = connection id); the client answers
-//   HTTP_RESPONSE on that connection id, and the agent then sends CLOSE to release it.
-//   A client CLOSE instead of a response, a timeout or the session ending answers 502.
+//   NEW_CONNECTION, then the exchange of stolen-http-exchange.ts (head and body each way,
+//   bodies whole when small, else streamed), ended by the agent's CLOSE.
 // Mirrors never slow the app: once a mirror's peer is congested the mirror copy is cut
 // (CLOSE with an error) and the rest of that connection's bytes are counted as dropped.
 import { ErrorCode } from "../../../../proto/error-codes.js";
-import { encodeFrame, HEADER_BYTES } from "../../../../proto/frame-codec.js";
+import { encodeFrame } from "../../../../proto/frame-codec.js";
 import {
   FrameFamily,
-  HttpRequestSchema,
-  HttpResponseSchema,
   NewConnectionSchema,
   StreamCloseSchema,
   TrafficKind,
   TrafficMode,
 } from "../../../../proto/gen/session_pb.js";
-import { decodePayload } from "../../../../proto/frame-codec.js";
 import type { AgentCounters } from "../agent-metrics.js";
 import type {
   ConnectionControl,
   ConnectionSink,
   IncomingConnectionInfo,
   StolenHttpRequest,
-  StolenHttpResponse,
   TrafficSession,
 } from "./port-proxy.js";
 import type { SessionFlow } from "../session-flow.js";
 import { decodeStreamData, encodeStreamData } from "../../../../proto/stream-data-frame.js";
+import type { StolenCaller } from "./stolen-caller.js";
+import { fitsFrame, StolenHttpExchange, type ExchangeContext } from "./stolen-http-exchange.js";
 
 const F = FrameFamily.TRAFFIC;
 
@@ -54,19 +51,8 @@ interface RawConn {
   cut: boolean;
 }
 
-interface PendingRequest {
-  kind: "http";
-  deadline: number;
-  resolve(r: StolenHttpResponse): void;
-  reject(e: Error): void;
-}
-
-export class StolenRequestError extends Error {
-  readonly code = ErrorCode.STOLEN_REQUEST_FAILED;
-}
-
 export class SessionTraffic implements TrafficSession {
-  private readonly conns = new Map<number, RawConn | PendingRequest>();
+  private readonly conns = new Map<number, RawConn | StolenHttpExchange>();
   /** The client's subscription id per port, reported in NEW_CONNECTION. */
   readonly subscriptionIds = new Map<number, number>();
   private nextId = 1;
@@ -74,6 +60,7 @@ export class SessionTraffic implements TrafficSession {
   private readonly timeoutMs: number;
   private readonly maxChunk: number;
   private readonly maxConns: number;
+  private readonly exchange: ExchangeContext;
 
   constructor(
     readonly id: string,
@@ -84,6 +71,13 @@ export class SessionTraffic implements TrafficSession {
     this.timeoutMs = opts.requestTimeoutMs ?? 60_000;
     this.maxChunk = Math.min(opts.maxChunkBytes ?? 256 * 1024, opts.maxPayloadBytes - 16);
     this.maxConns = opts.maxConnections ?? 4096;
+    this.exchange = {
+      flow,
+      counters,
+      maxChunkBytes: this.maxChunk,
+      timeoutMs: this.timeoutMs,
+      release: (id) => this.conns.delete(id),
+    };
   }
 
   /** Open connections by mode, for metrics. */
@@ -175,45 +169,27 @@ export class SessionTraffic implements TrafficSession {
     };
   }
 
-  request(req: StolenHttpRequest): Promise<StolenHttpResponse> {
-    if (this.closed) return Promise.reject(new StolenRequestError("the session ended"));
-    if (this.conns.size >= this.maxConns)
-      return Promise.reject(new StolenRequestError("the session has too many open requests"));
-    const frame = (id: number) =>
-      encodeFrame(
-        { family: F, kind: TrafficKind.HTTP_REQUEST, connectionId: id, requestId: id },
-        HttpRequestSchema,
-        {
-          method: req.head.method,
-          path: req.head.path,
-          headers: req.head.headers.map(([name, value]) => ({ name, value })),
-          body: req.body,
-        },
-      );
-    const id = this.allocId();
-    const buf = frame(id);
-    if (buf.length - HEADER_BYTES > this.opts.maxPayloadBytes) {
-      return Promise.reject(
-        new StolenRequestError(
-          `the request is ${buf.length} bytes, more than one ${this.opts.maxPayloadBytes}-byte frame`,
-        ),
-      );
+  request(req: StolenHttpRequest, caller: StolenCaller): void {
+    if (this.closed) return caller.fail("the session ended");
+    if (this.conns.size >= this.maxConns) {
+      this.counters.error(ErrorCode.TOO_MANY_CONNECTIONS);
+      return caller.fail("the session has too many open requests");
     }
-    return new Promise((resolve, reject) => {
-      this.conns.set(id, { kind: "http", deadline: Date.now() + this.timeoutMs, resolve, reject });
-      this.announce(id, req.port, req.remoteAddress, 0, TrafficMode.STEAL);
-      this.counters.bytesToClient.traffic += req.body.length;
-      this.flow.send(buf);
-    });
+    const id = this.allocId();
+    const exchange = new StolenHttpExchange(id, caller, this.exchange);
+    const frame = exchange.requestFrame(req.head);
+    if (!fitsFrame(frame, this.opts.maxPayloadBytes))
+      return caller.fail(`the request head is ${frame.length} bytes, more than one frame`);
+    this.conns.set(id, exchange);
+    this.announce(id, req.port, req.remoteAddress, 0, TrafficMode.STEAL);
+    exchange.start(frame);
   }
 
   /** DATA from the client: bytes for a stolen connection's client. */
   data(frame: Buffer, id: number): void {
     const c = this.conns.get(id);
-    if (!c || c.kind !== "raw") {
-      if (!c) this.counters.error(ErrorCode.UNKNOWN_CONNECTION);
-      return;
-    }
+    if (!c) return this.counters.error(ErrorCode.UNKNOWN_CONNECTION);
+    if (c.kind === "http") return c.data(frame);
     if (c.mode === "mirror") return; // the app answers mirrored connections
     const data = decodeStreamData(frame);
     this.counters.bytesFromClient.traffic += data.length;
@@ -224,50 +200,35 @@ export class SessionTraffic implements TrafficSession {
   close(id: number, error: string): void {
     const c = this.conns.get(id);
     if (!c) return;
+    if (c.kind === "http") return c.closed(error);
     this.conns.delete(id);
-    if (c.kind === "http")
-      c.reject(new StolenRequestError(error || "the session closed the request without answering"));
-    else if (c.mode === "steal") {
+    if (c.mode === "steal") {
       this.flow.forget(c.control);
       c.control.end();
     }
   }
 
-  /** HTTP_RESPONSE from the client for a stolen request. */
-  httpResponse(frame: Buffer, id: number): void {
+  /** HTTP_RESPONSE or HTTP_RESPONSE_END from the client for a stolen request. */
+  httpResponse(frame: Buffer, id: number, end: boolean): void {
     const c = this.conns.get(id);
-    if (!c || c.kind !== "http") {
-      this.counters.error(ErrorCode.UNKNOWN_CONNECTION);
-      return;
-    }
-    this.conns.delete(id);
-    const r = decodePayload(frame, HttpResponseSchema);
-    this.counters.bytesFromClient.traffic += r.body.length;
-    c.resolve({
-      status: r.status || 200,
-      headers: r.headers.map((h) => [h.name, h.value]),
-      body: Buffer.from(r.body),
-    });
-    this.sendClose(id);
+    if (!c || c.kind !== "http") return this.counters.error(ErrorCode.UNKNOWN_CONNECTION);
+    if (end) c.responseEnd();
+    else c.response(frame);
   }
 
   /** Expires stolen requests past their deadline (the agent's coarse sweep). */
   sweep(now: number): void {
-    for (const [id, c] of this.conns) {
-      if (c.kind !== "http" || c.deadline > now) continue;
-      this.conns.delete(id);
-      c.reject(new StolenRequestError(`no answer within ${this.timeoutMs} ms`));
-      this.sendClose(id, "timed out waiting for the HTTP response");
-    }
+    for (const c of [...this.conns.values()]) if (c.kind === "http") c.expire(now);
   }
 
   /** The session ended: stolen connections are closed, pending requests fail. */
   closeAll(): void {
     this.closed = true;
-    for (const c of this.conns.values()) {
-      if (c.kind === "http") c.reject(new StolenRequestError("the session ended"));
+    const all = [...this.conns.values()];
+    this.conns.clear();
+    for (const c of all) {
+      if (c.kind === "http") c.sessionEnded();
       else if (c.mode === "steal") c.control.end();
     }
-    this.conns.clear();
   }
 }
