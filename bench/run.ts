@@ -9,6 +9,8 @@
 //   primary-latency [--sequential n] [--concurrent n]               the Primary's share of session start-up
 //   member-latency [--sessions n]                                   member create -> Ready, table push to a router
 //   pods [--runs n] [--requests n]                                  real pods: exec -> Ready, memory, stolen vs direct
+//   chaos [--only list] [--sessions n] [--rate n] [--duration s] [--kill-every s] [--outage s]
+//                                                                   real pods: leader, router, API server, client kills
 import { Command } from "commander";
 import { defaultRouterBench, runRouterBench } from "./router-bench.js";
 import { defaultK6Bench, K6_SCENARIOS, runK6Bench, type K6Scenario } from "./k6-bench.js";
@@ -20,6 +22,7 @@ import { defaultFailoverBench, runFailoverBench } from "./failover.js";
 import { defaultPrimaryLatencyBench, runPrimaryLatencyBench } from "./primary-latency.js";
 import { defaultMemberLatencyBench, runMemberLatencyBench } from "./member-latency.js";
 import { defaultPodsBench, runPodsBench } from "./pods.js";
+import { CHAOS_SCENARIOS, defaultChaosBench, runChaosBench, type ChaosScenario } from "./chaos.js";
 
 const program = new Command("bench");
 program
@@ -161,6 +164,47 @@ program
     await runPodsBench({ runs: Number(o.runs), requests: Number(o.requests) });
     process.exit(0);
   });
+program
+  .command("chaos")
+  .description(
+    "real pods under chaos: leader killed while sessions start, router pods deleted and an API server stopped under traffic, the CLI SIGKILLed",
+  )
+  .option("--only <list>", `comma-separated scenarios (${CHAOS_SCENARIOS.join(", ")})`)
+  .option("--sessions <n>", "sessions opened while the leader is deleted", String(defaultChaosBench.sessions))
+  .option("--rate <n>", "requests per second over both clusters", String(defaultChaosBench.rate))
+  .option("--duration <s>", "traffic while router pods are deleted, s", String(defaultChaosBench.durationS))
+  .option(
+    "--kill-every <s>",
+    "interval between router pod deletions, s",
+    String(defaultChaosBench.killEveryS),
+  )
+  .option("--outage <s>", "how long west's API server is stopped, s", String(defaultChaosBench.outageS))
+  .action(
+    async (o: {
+      only?: string;
+      sessions: string;
+      rate: string;
+      duration: string;
+      killEvery: string;
+      outage: string;
+    }) => {
+      const only = o.only?.split(",").map((s) => s.trim()) ?? [...CHAOS_SCENARIOS];
+      for (const s of only)
+        if (!(CHAOS_SCENARIOS as readonly string[]).includes(s))
+          throw new Error(
+            `--only: unknown scenario ${JSON.stringify(s)}; choose from ${CHAOS_SCENARIOS.join(", ")}`,
+          );
+      await runChaosBench({
+        scenarios: only as ChaosScenario[],
+        sessions: Number(o.sessions),
+        rate: Number(o.rate),
+        durationS: Number(o.duration),
+        killEveryS: Number(o.killEvery),
+        outageS: Number(o.outage),
+      });
+      process.exit(0);
+    },
+  );
 program
   .command("k6")
   .description(
