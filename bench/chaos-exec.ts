@@ -5,11 +5,11 @@
 // connection and when it was back (`switchyard: router connection lost …`,
 // `switchyard: reconnected through …`).
 import { request } from "node:http";
-import { join } from "node:path";
 import type { PodStack } from "../test/env/pod-stack.js";
 import { freePorts } from "../test/env/ports.js";
-import { launch, repoRoot, tsx, type LaunchedProcess } from "../test/support/launch.js";
+import { launch, type LaunchedProcess } from "../test/support/launch.js";
 import { eventually } from "../test/support/poll.js";
+import { stealExecCommand } from "./pod-stack-run.js";
 import { adminKc, demoRolledOut } from "./chaos-stack.js";
 
 export interface TimedLine {
@@ -84,16 +84,7 @@ export async function startStealExec(
   try {
     proc = await launch({
       name: `switchyard-exec-${o.name}`,
-      ...tsx("cli/src/main.ts", [
-        "exec",
-        ...stack.developerCliArgs,
-        "--steal",
-        "--port",
-        `8080:${localPort}`,
-        "--",
-        process.execPath,
-        join(repoRoot, "test/e2e/fixtures/local-app.mjs"),
-      ]),
+      ...stealExecCommand(stack, localPort),
       env: { LOCAL_PORT: String(localPort), LOCAL_NAME: "local", ...o.env },
       ready: (p) => p.output().includes("local app ready"),
       readyTimeoutMs: o.readyTimeoutMs ?? 180_000,

@@ -13,9 +13,7 @@
 // outlived the killed CLI. Numbers only; nothing here asserts. One stack per invocation; it
 // needs root and the node packages, like the pod suites.
 import { writeFileSync } from "node:fs";
-import { startPodStack, type PodStack } from "../test/env/pod-stack.js";
-import { killChildren, sweepOrphans } from "../test/env/processes.js";
-import { shutdownOnSignals } from "../test/env/signal-shutdown.js";
+import type { PodStack } from "../test/env/pod-stack.js";
 import { clientKilledMidRequest, type ClientKillResult } from "./chaos-client-kill.js";
 import {
   trafficThroughApiOutage,
@@ -27,6 +25,7 @@ import {
 import { sessionsThroughLeaderKill, type LeaderKillResult } from "./chaos-sessions.js";
 import { componentLogs, waitQuiet } from "./chaos-stack.js";
 import { breakdownLine } from "./chaos-traffic.js";
+import { onPodStack, requireWholeNumbers } from "./pod-stack-run.js";
 import { writeResult } from "./stats-support.js";
 
 /** In the order they run (the API server outage last: see bench/README.md). */
@@ -209,33 +208,14 @@ async function measure(stack: PodStack, o: ChaosBenchOptions): Promise<ChaosResu
 }
 
 export async function runChaosBench(o: ChaosBenchOptions = defaultChaosBench): Promise<void> {
-  for (const [flag, v] of [
+  requireWholeNumbers([
     ["--sessions", o.sessions],
     ["--rate", o.rate],
     ["--duration", o.durationS],
     ["--kill-every", o.killEveryS],
     ["--outage", o.outageS],
-  ] as const)
-    if (!Number.isInteger(v) || v < 1) throw new Error(`${flag}: expected a whole number >= 1, got ${v}`);
-  let stack: PodStack | undefined;
-  // Ctrl-C or kill: stop the stack (pods, nodes, clusters) and remove its files before exiting.
-  const shutdown = shutdownOnSignals({
-    stop: async () => {
-      try {
-        await stack?.stop();
-      } finally {
-        killChildren();
-        await sweepOrphans({ mine: true });
-      }
-    },
-    hurry: () => killChildren(),
-  });
-  const t0 = performance.now();
-  const end: string[] = [];
-  try {
-    stack = await startPodStack({
-      onPhase: (phase, ms) => console.log(`[chaos] ${phase} at ${(ms / 1000).toFixed(1)} s`),
-    });
+  ]);
+  await onPodStack("chaos", async (stack) => {
     const results = await measure(stack, o);
     // The logs kept as evidence go to a file of their own; the JSON keeps the figures.
     const evidence: string[] = [];
@@ -272,21 +252,11 @@ export async function runChaosBench(o: ChaosBenchOptions = defaultChaosBench): P
       `reported failures of requests in flight at or during a disruption: ${t.inFlightAtDisruption} (not lost)`,
     );
     const met = (ok: boolean) => (ok ? "met" : "missed");
-    end.push(
+    return [
       `lost=${t.lost} leaked=${t.leaked} orphans=${t.orphans}`,
       `GOAL chaos-lost ${t.lost} ==0 ${met(t.lost === 0)}`,
       `GOAL chaos-leaked ${t.leaked} ==0 ${met(t.leaked === 0)}`,
       `GOAL chaos-orphans ${t.orphans} ==0 ${met(t.orphans === 0)}`,
-    );
-  } catch (err) {
-    // A signal stops everything under the run's feet: its failures are expected; let the stop finish.
-    if (shutdown.stopping) return shutdown.stopped;
-    throw err;
-  } finally {
-    if (!shutdown.stopping) {
-      await stack?.stop();
-      console.log(`wall time ${((performance.now() - t0) / 1000).toFixed(1)} s, stack stopped`);
-    }
-  }
-  for (const line of end) console.log(line);
+    ];
+  });
 }

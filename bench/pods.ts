@@ -13,15 +13,13 @@
 // Numbers only; nothing here asserts speed. One stack per invocation; it needs root and the
 // node packages, like the pod suites.
 import { request, Agent } from "node:http";
-import { join } from "node:path";
 import { AppsV1Api, CoreV1Api, type KubeConfig, type V1Pod } from "@kubernetes/client-node";
 import { multiClusterSessionClient } from "../proto/api/v1alpha1/index.js";
 import { freePorts } from "../test/env/ports.js";
-import { startPodStack, type PodStack } from "../test/env/pod-stack.js";
-import { killChildren, sweepOrphans } from "../test/env/processes.js";
-import { shutdownOnSignals } from "../test/env/signal-shutdown.js";
-import { launch, repoRoot, tsx, type LaunchedProcess } from "../test/support/launch.js";
+import type { PodStack } from "../test/env/pod-stack.js";
+import { launch, type LaunchedProcess } from "../test/support/launch.js";
 import { eventually } from "../test/support/poll.js";
+import { onPodStack, requireWholeNumbers, stealExecCommand } from "./pod-stack-run.js";
 import { containerMemory, type ContainerMemory } from "./pod-memory.js";
 import { pct, round, summary, writeResult } from "./stats-support.js";
 
@@ -133,16 +131,7 @@ async function startExec(stack: PodStack): Promise<Exec> {
   const startedAt = performance.now();
   const proc = await launch({
     name: "switchyard-exec",
-    ...tsx("cli/src/main.ts", [
-      "exec",
-      ...stack.developerCliArgs,
-      "--steal",
-      "--port",
-      `8080:${localPort}`,
-      "--",
-      process.execPath,
-      join(repoRoot, "test/e2e/fixtures/local-app.mjs"),
-    ]),
+    ...stealExecCommand(stack, localPort),
     env: { LOCAL_PORT: String(localPort), LOCAL_NAME: "local" },
   });
   return { proc, localPort, startedAt };
@@ -376,30 +365,11 @@ async function measure(stack: PodStack, o: PodsBenchOptions) {
 }
 
 export async function runPodsBench(o: PodsBenchOptions = defaultPodsBench): Promise<void> {
-  for (const [flag, v] of [
+  requireWholeNumbers([
     ["--runs", o.runs],
     ["--requests", o.requests],
-  ] as const)
-    if (!Number.isInteger(v) || v < 1) throw new Error(`${flag}: expected a whole number >= 1, got ${v}`);
-  let stack: PodStack | undefined;
-  // Ctrl-C or kill: stop the stack (pods, nodes, clusters) and remove its files before exiting.
-  const shutdown = shutdownOnSignals({
-    stop: async () => {
-      try {
-        await stack?.stop();
-      } finally {
-        killChildren();
-        await sweepOrphans({ mine: true });
-      }
-    },
-    hurry: () => killChildren(),
-  });
-  const t0 = performance.now();
-  const goals: string[] = [];
-  try {
-    stack = await startPodStack({
-      onPhase: (phase, ms) => console.log(`[pods] ${phase} at ${(ms / 1000).toFixed(1)} s`),
-    });
+  ]);
+  await onPodStack("pods", async (stack) => {
     const result = {
       when: new Date().toISOString(),
       node: process.version,
@@ -410,20 +380,10 @@ export async function runPodsBench(o: PodsBenchOptions = defaultPodsBench): Prom
     const readyP50 = result.execReady.stolenBothS.p50;
     const stealP50 = result.latency.stolen.p50;
     const met = (ok: boolean) => (ok ? "met" : "missed");
-    goals.push(
+    return [
       `GOAL pods-exec-ready-p50 ${readyP50.toFixed(2)}s <=${GOAL_EXEC_READY_S}s ${met(readyP50 <= GOAL_EXEC_READY_S)}`,
       `GOAL pods-agent-memory ${result.agentMaxMiB.toFixed(1)}MiB <=${GOAL_AGENT_MIB}MiB ${met(result.agentMaxMiB <= GOAL_AGENT_MIB)}`,
       `GOAL pods-steal-latency-p50 ${stealP50.toFixed(2)}ms <=${GOAL_STEAL_P50_MS}ms ${met(stealP50 <= GOAL_STEAL_P50_MS)}`,
-    );
-  } catch (err) {
-    // A signal stops everything under the run's feet: its failures are expected; let the stop finish.
-    if (shutdown.stopping) return shutdown.stopped;
-    throw err;
-  } finally {
-    if (!shutdown.stopping) {
-      await stack?.stop();
-      console.log(`wall time ${((performance.now() - t0) / 1000).toFixed(1)} s, stack stopped`);
-    }
-  }
-  for (const g of goals) console.log(g);
+    ];
+  });
 }
