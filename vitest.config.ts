@@ -24,6 +24,7 @@ export default defineConfig({
             "test/integration/**/*.test.ts",
             "test/e2e/**/*.test.ts",
             "test/pods/**/*.test.ts",
+            "test/fuzz/**/*.test.ts",
             "**/*.integration.test.ts",
           ],
           // Real nodes and real pods (test/integration/nodes, test/pods) need root and the Debian

@@ -15,6 +15,9 @@ export const ErrorCode = {
   FRAME_NOT_BINARY: "SWITCHYARD_FRAME_NOT_BINARY",
   FRAME_WRONG_DIRECTION: "SWITCHYARD_FRAME_WRONG_DIRECTION",
   FRAME_WRONG_UPSTREAM: "SWITCHYARD_FRAME_WRONG_UPSTREAM",
+  // Not a frame problem but the WebSocket framing under it (reserved bits, unmasked client
+  // frames, bad opcodes): the socket is closed with 1002; the code names it in counters.
+  FRAME_BAD_WEBSOCKET: "SWITCHYARD_FRAME_BAD_WEBSOCKET",
 
   // Session endpoint: refusals of the WebSocket upgrade (JSON body, see session-endpoint.ts).
   NOT_FOUND: "SWITCHYARD_NOT_FOUND",
@@ -71,3 +74,15 @@ const KNOWN = new Set<string>(Object.values(ErrorCode));
 
 /** True for a code of this catalogue (a peer's unknown code is still passed on as text). */
 export const isErrorCode = (code: string): code is ErrorCode => KNOWN.has(code);
+
+/**
+ * The catalogue code of an error the `ws` library reports on a session socket before closing
+ * it: a message over its size limit (closed 1009) or broken WebSocket framing (closed 1002).
+ * Undefined for anything else (a transport failure is not the peer's protocol error).
+ */
+export function webSocketErrorCode(err: unknown): ErrorCode | undefined {
+  const code = (err as { code?: unknown } | null)?.code;
+  if (code === "WS_ERR_UNSUPPORTED_MESSAGE_LENGTH") return ErrorCode.FRAME_OVERSIZED;
+  if (typeof code === "string" && code.startsWith("WS_ERR_")) return ErrorCode.FRAME_BAD_WEBSOCKET;
+  return undefined;
+}

@@ -140,6 +140,11 @@ export class ScriptedAgent {
     for (const ws of this.sockets) ws.resume();
   }
 
+  /** Sends the router a WebSocket ping: what a real agent does while it cannot read (busy, not dead). */
+  pingRouter(): void {
+    for (const ws of this.sockets) ws.ping();
+  }
+
   /** Announces an incoming connection on `port`; returns the agent's id for it. */
   emitConnection(opts: {
     port: number;

@@ -5,6 +5,7 @@
 // IPs from another pod — and must reach the session; the workload must come back exactly as it
 // was. east's Service names its targetPort (the agent takes the port by name, no privilege);
 // west's numbers it (the iptables init container redirects it).
+import { readdirSync, readFileSync } from "node:fs";
 import { request as httpRequest } from "node:http";
 import { join } from "node:path";
 import { AppsV1Api, CoordinationV1Api, CoreV1Api, type V1PodTemplateSpec } from "@kubernetes/client-node";
@@ -367,6 +368,42 @@ describe("sessions on real pods", () => {
     await stopExec(e);
   });
 
+  it("restarts a killed agent container that knows its sessions before it accepts traffic", async () => {
+    const e = await exec(["--steal"]);
+    await explained(e, async () => {
+      await eventually("every west pod injected", () => injected("west"), POLL);
+      const [victim] = await demoPods("west");
+      const pod = victim!.metadata!.name!;
+      const restarts = (p: typeof victim) =>
+        p!.status?.initContainerStatuses?.find((c) => c.name === AGENT)?.restartCount ?? 0;
+      const before = restarts(victim);
+      // As an OOM kill or a crash would: SIGKILL to the agent's process, seen from the host.
+      const pids = agentPids(pod);
+      expect(pids.length, `the agent process of ${pod}`).toBe(1);
+      process.kill(pids[0]!, "SIGKILL");
+      await eventually(
+        `the kubelet restarted ${pod}'s agent and the pod is Ready`,
+        async () => {
+          const p = (await demoPods("west")).find((x) => x.metadata!.name === pod);
+          return p && restarts(p) > before && (await injected("west")) ? true : undefined;
+        },
+        POLL,
+      );
+      const log = await core("west").readNamespacedPodLog({
+        name: pod,
+        namespace: "default",
+        container: AGENT,
+      });
+      expect(log).toContain("restored after an agent restart; holding its subscriptions until it returns");
+      expect(log).not.toContain("cannot save the subscriptions");
+      const [answer] = await inClusterGet(stack.set.get("west").kubeConfig(), [
+        `http://${victim!.status!.podIP}:8080/after-restart`,
+      ]);
+      expect(answer!.servedBy).toBe("local");
+    });
+    await stopExec(e);
+  });
+
   it("opens a session while the Primary's control-plane leader pod is deleted mid-initialisation", async () => {
     const leases = await stack.primary
       .kubeConfig()
@@ -438,3 +475,20 @@ describe("sessions on real pods", () => {
     expect(diffHostState(hostBefore, await snapshotHostState())).toEqual([]);
   });
 });
+
+/** Host pids of the agent process of `pod` (the sidecar's environment names its pod). */
+function agentPids(pod: string): number[] {
+  const pids: number[] = [];
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const cmdline = readFileSync(`/proc/${entry}/cmdline`, "utf8");
+      if (!cmdline.includes("data-plane/agent/src/main.js")) continue;
+      const environ = readFileSync(`/proc/${entry}/environ`, "utf8").split("\0");
+      if (environ.includes(`POD_NAME=${pod}`)) pids.push(Number(entry));
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return pids;
+}

@@ -211,7 +211,7 @@ affinity:
 topologySpreadConstraints:
 {{- range . }}
   - maxSkew: {{ int (.maxSkew | default 1) }}
-    topologyKey: {{ .topologyKey }}
+    topologyKey: {{ .topologyKey | quote }}
     whenUnsatisfiable: {{ .whenUnsatisfiable | default "ScheduleAnyway" }}
     labelSelector:
       matchLabels:

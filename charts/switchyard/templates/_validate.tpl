@@ -186,6 +186,22 @@ cluster keyed by its EKS name, that name lowercased, '_' as '-', cut to 63, trai
   {{- $errs = append $errs "controlPlane.metricsPort: equals controlPlane.grpcPort. Fix: give them different ports" -}}
 {{- end -}}
 
+{{- /* ---- resources: a request above its limit is refused by the API server ---- */ -}}
+{{- range $component := list "controlPlane" "router" -}}
+  {{- $res := (index $.Values $component).resources | default dict -}}
+  {{- $requests := $res.requests | default dict -}}
+  {{- $limits := $res.limits | default dict -}}
+  {{- range $name := keys $requests | sortAlpha -}}
+    {{- if hasKey $limits $name -}}
+      {{- $req := include "switchyard.quantityValue" (get $requests $name) | float64 -}}
+      {{- $lim := include "switchyard.quantityValue" (get $limits $name) | float64 -}}
+      {{- if gt $req $lim -}}
+        {{- $errs = append $errs (printf "%s.resources.requests.%s: %v is above %s.resources.limits.%s (%v). Fix: set the request at most the limit, or raise the limit" $component $name (get $requests $name) $component $name (get $limits $name)) -}}
+      {{- end -}}
+    {{- end -}}
+  {{- end -}}
+{{- end -}}
+
 {{- /* ---- router ---- */ -}}
 {{- $as := .Values.router.autoscaling -}}
 {{- if and $as.enabled (gt (int $as.minReplicas) (int $as.maxReplicas)) -}}
@@ -256,6 +272,41 @@ cluster keyed by its EKS name, that name lowercased, '_' as '-', cut to 63, trai
   {{- end -}}
 {{- end -}}
 
+{{- /* ---- label and annotation keys (values.schema.json types the values; a key error there names no field) ---- */ -}}
+{{- $keyed := dict -}}
+{{- range $component := list "controlPlane" "router" -}}
+  {{- range $field := list "podLabels" "podAnnotations" "nodeSelector" -}}
+    {{- $_ := set $keyed (printf "%s.%s" $component $field) (index $.Values $component $field | default dict) -}}
+  {{- end -}}
+{{- end -}}
+{{- $_ := set $keyed "controlPlane.serviceAccountAnnotations" (.Values.controlPlane.serviceAccountAnnotations | default dict) -}}
+{{- $_ := set $keyed "router.service.annotations" (.Values.router.service.annotations | default dict) -}}
+{{- $_ := set $keyed "metrics.serviceMonitor.labels" (.Values.metrics.serviceMonitor.labels | default dict) -}}
+{{- $_ := set $keyed "metrics.grafanaDashboard.labels" (.Values.metrics.grafanaDashboard.labels | default dict) -}}
+{{- range $field := list "metricsFrom" "routerFrom" -}}
+  {{- range $i, $p := index $.Values.networkPolicy $field -}}
+    {{- range $selector := list "namespaceSelector" "podSelector" -}}
+      {{- with (get $p $selector | default dict).matchLabels -}}
+        {{- $_ := set $keyed (printf "networkPolicy.%s[%d].%s.matchLabels" $field $i $selector) . -}}
+      {{- end -}}
+    {{- end -}}
+  {{- end -}}
+{{- end -}}
+{{- $qualified := "^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$" -}}
+{{- range $at := keys $keyed | sortAlpha -}}
+  {{- $bytes := 0 -}}
+  {{- range $key, $value := get $keyed $at -}}{{- $bytes = add $bytes (len $key) (len (toString $value)) -}}{{- end -}}
+  {{- /* Kubernetes refuses annotations over 256 KiB in all; the chart adds a few of its own. */ -}}
+  {{- if gt $bytes 250000 -}}
+    {{- $errs = append $errs (printf "%s: %d bytes of keys and values, more than the 256 KiB Kubernetes allows for an object's annotations. Fix: shorten them (store large data in a ConfigMap)" $at $bytes) -}}
+  {{- end -}}
+  {{- range $key := keys (get $keyed $at) | sortAlpha -}}
+    {{- if or (gt (len $key) 317) (not (regexMatch $qualified $key)) -}}
+      {{- $errs = append $errs (printf "%s: key %q is not a label or annotation key. Fix: write [prefix/]name: an optional DNS-subdomain prefix, then at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit (e.g. example.com/team)" $at (trunc 80 $key)) -}}
+    {{- end -}}
+  {{- end -}}
+{{- end -}}
+
 {{- /* ---- agent TLS (the schema checks DNS syntax; an address passes it, SNI refuses it) ---- */ -}}
 {{- $agentServerName := .Values.tls.agentServerName | default "" -}}
 {{- if regexMatch "^[0-9.]+$" $agentServerName -}}
@@ -279,4 +330,15 @@ cluster keyed by its EKS name, that name lowercased, '_' as '-', cut to 63, trai
 {{- if $errs -}}
 {{- fail (printf "\nswitchyard values are invalid (%d problem%s):\n  - %s" (len $errs) (ternary "" "s" (eq (len $errs) 1)) (join "\n  - " $errs)) -}}
 {{- end -}}
+{{- end -}}
+
+{{/*
+A Kubernetes quantity (values.schema.json checks its shape) as a plain number, to compare a
+request with its limit: 500m → 0.5, 2Gi → 2147483648, 1e3 → 1000.
+*/}}
+{{- define "switchyard.quantityValue" -}}
+{{- $q := toString . -}}
+{{- $suffix := regexFind "(m|k|Ki|M|Mi|G|Gi|T|Ti|P|Pi|E|Ei)$" $q -}}
+{{- $factors := dict "" 1.0 "m" 0.001 "k" 1e3 "M" 1e6 "G" 1e9 "T" 1e12 "P" 1e15 "E" 1e18 "Ki" 1024.0 "Mi" 1048576.0 "Gi" 1073741824.0 "Ti" 1099511627776.0 "Pi" 1125899906842624.0 "Ei" 1152921504606846976.0 -}}
+{{- mulf (trimSuffix $suffix $q | float64) (get $factors $suffix) -}}
 {{- end -}}

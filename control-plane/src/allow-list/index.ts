@@ -1,5 +1,10 @@
 // The operator-level session allow-list, checked by the Primary and by every member.
-export { SessionAllowList } from "./session-allow-list.js";
-export type { AllowListField, AllowListVerdict, SessionAllowListOptions } from "./session-allow-list.js";
+export { ALLOW_LIST_REFUSALS, SessionAllowList } from "./session-allow-list.js";
+export type {
+  AllowListField,
+  AllowListRefusal,
+  AllowListVerdict,
+  SessionAllowListOptions,
+} from "./session-allow-list.js";
 export { parseTargetPattern } from "./target-pattern.js";
 export type { TargetPattern } from "./target-pattern.js";

@@ -23,8 +23,17 @@ export interface SessionAllowListOptions {
 /** Which part of a session the verdict is about, as a field path of the session object. */
 export type AllowListField = "metadata.namespace" | "spec.target";
 
+/** Why a session is refused: the Valid=False reasons this allow-list writes (a closed set, for metrics). */
+export const ALLOW_LIST_REFUSALS = [
+  "NamespaceNotAllowed",
+  "InvalidTarget",
+  "TargetKindNotAllowed",
+  "TargetNotAllowed",
+] as const;
+export type AllowListRefusal = (typeof ALLOW_LIST_REFUSALS)[number];
+
 export type AllowListVerdict =
-  { allowed: true } | { allowed: false; reason: string; message: string; field: AllowListField };
+  { allowed: true } | { allowed: false; reason: AllowListRefusal; message: string; field: AllowListField };
 
 const NAMESPACE = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
 /** Patterns named in a refusal; a longer list is cut (the administrator knows the rest). */

@@ -1,10 +1,13 @@
 // Publishes the cluster registry's view in the Primary's SwitchyardOperator `operator`:
 // spec summarises the multi-cluster configuration (never credentials) and
 // status.connectedClusters[] holds one entry per remote cluster from the last health
-// check. Two conditions of our own: RemoteClustersReady (False naming the clusters in
-// error) and RemoteCredentialsExpiring (True while a credential's renewal is failing or
-// a client certificate is close to expiry, with the date). Conditions of other types
-// (written by other parts of the control plane) are kept. Only the leader calls this.
+// check. Three conditions of our own: RemoteClustersReady (False naming the clusters in
+// error), RemoteCredentialsExpiring (True while a credential's renewal is failing or a
+// client certificate is close to expiry, with the date) and ConfigurationValid (False while
+// the latest clusters ConfigMap is refused, with every field and fix, the last valid
+// configuration staying in force: an edit that was refused shows where the operator looks,
+// not only in a log). Conditions of other types (written by other parts of the control
+// plane) are kept. Only the leader calls this.
 import type { KubeConfig } from "@kubernetes/client-node";
 import type { MultiClusterConfig } from "../config/cluster-config.js";
 import {
@@ -20,6 +23,7 @@ type ConnectedCluster = NonNullable<SwitchyardOperatorStatus["connectedClusters"
 
 export const REMOTE_CLUSTERS_READY = "RemoteClustersReady";
 export const REMOTE_CREDENTIALS_EXPIRING = "RemoteCredentialsExpiring";
+export const CONFIGURATION_VALID = "ConfigurationValid";
 
 export function operatorSpecFor(config: MultiClusterConfig): SwitchyardOperatorSpec {
   return {
@@ -73,10 +77,12 @@ export class OperatorStatusPublisher {
     this.client = switchyardOperatorClient(kubeConfig, { fieldManager: "switchyard-cluster-registry" });
   }
 
+  /** `rejectedConfig`: why the newest ConfigMap was refused (ClusterConfigErrors' message), if it was. */
   async publish(
     config: MultiClusterConfig,
     health: readonly ClusterHealth[],
     now = Date.now(),
+    rejectedConfig?: string,
   ): Promise<void> {
     const spec = operatorSpecFor(config);
     const ref = { name: OPERATOR_OBJECT_NAME };
@@ -118,6 +124,19 @@ export class OperatorStatusPublisher {
           message:
             expiring.length > 0 ? expiring.join("; ") : "no credential renewal failing or close to expiry",
         },
+        rejectedConfig === undefined
+          ? {
+              type: CONFIGURATION_VALID,
+              status: "True",
+              reason: "ConfigurationApplied",
+              message: "the clusters ConfigMap in force is the latest one",
+            }
+          : {
+              type: CONFIGURATION_VALID,
+              status: "False",
+              reason: "ConfigurationRejected",
+              message: `${rejectedConfig}\nThe last valid configuration stays in force until the ConfigMap is fixed.`,
+            },
       ],
       new Date(now),
       current?.metadata.generation,

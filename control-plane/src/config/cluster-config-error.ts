@@ -7,6 +7,25 @@ export type ClusterConfigErrorCode =
   | "SWITCHYARD_CLUSTER_CONFIG_MISSING"
   | "SWITCHYARD_CLUSTER_SECRET_INVALID";
 
+/** Longest part of a written value an error quotes: a message lands in logs and status, never a whole document. */
+export const QUOTED_VALUE_MAX = 80;
+/** Longest field path, problem or fix an error carries (a backstop for lists of many keys). */
+const PART_MAX = 600;
+
+const cut = (s: string, max: number): string =>
+  s.length > max ? `${s.slice(0, max)}… (${s.length} characters)` : s;
+
+/** A written value as errors quote it: JSON-escaped (no raw newlines or terminal escapes), cut when long. */
+export function quoted(value: unknown): string {
+  const s = typeof value === "string" ? value : (JSON.stringify(value) ?? String(value));
+  return JSON.stringify(s.length > QUOTED_VALUE_MAX ? `${s.slice(0, QUOTED_VALUE_MAX)}…` : s);
+}
+
+/** A map key as it appears in a field path (`clusters.<key>`), cut when long. */
+export function keyInPath(key: string): string {
+  return key.length > QUOTED_VALUE_MAX ? `${key.slice(0, QUOTED_VALUE_MAX)}…` : key;
+}
+
 export class ClusterConfigError extends Error {
   override readonly name = "ClusterConfigError";
   constructor(
@@ -18,7 +37,10 @@ export class ClusterConfigError extends Error {
     readonly problem: string,
     readonly fix: string,
   ) {
-    super(`${cluster ? `cluster "${cluster}": ` : ""}${field}: ${problem}. Fix: ${fix}`);
+    super(
+      `${cluster ? `cluster ${quoted(cluster)}: ` : ""}${cut(field, PART_MAX)}: ${cut(problem, PART_MAX)}. ` +
+        `Fix: ${cut(fix, PART_MAX)}`,
+    );
   }
 }
 

@@ -101,7 +101,9 @@ export class ClusterConfigSource {
     }
     const credentials = new Map<string, ClusterCredentialMaterial | ClusterConfigError>();
     for (const c of config.remotes) {
-      const data = this.secrets.get(credentialSecretName(c.name))?.data;
+      const secret = this.secrets.get(credentialSecretName(c.name));
+      // A Secret without keys has no `data` at all: it exists, its keys are missing.
+      const data = secret ? (secret.data ?? {}) : undefined;
       try {
         const material = parseCredentialSecret(c.name, c.authType, data);
         credentials.set(

@@ -7,7 +7,7 @@
 import { X509Certificate } from "node:crypto";
 import { parse as parseYaml } from "yaml";
 import { z } from "zod";
-import { ClusterConfigError, ClusterConfigErrors } from "./cluster-config-error.js";
+import { ClusterConfigError, ClusterConfigErrors, keyInPath, quoted } from "./cluster-config-error.js";
 import { clusterLabelOf, DNS_LABEL, EKS_CLUSTER_NAME } from "./cluster-name.js";
 
 export { DNS_LABEL } from "./cluster-name.js";
@@ -93,7 +93,7 @@ export function validateClusterConfig(doc: unknown): MultiClusterConfig {
   const bool = (cluster: string | undefined, field: string, v: unknown, dflt: boolean): boolean => {
     if (v === undefined || v === null) return dflt;
     if (typeof v === "boolean") return v;
-    bad(cluster, field, `must be true or false, got ${JSON.stringify(v)}`, `set ${field} to true or false`);
+    bad(cluster, field, `must be true or false, got ${quoted(v)}`, `set ${field} to true or false`);
     return dflt;
   };
   const enabled = bool(undefined, "enabled", r.enabled, false);
@@ -112,7 +112,7 @@ export function validateClusterConfig(doc: unknown): MultiClusterConfig {
     bad(
       undefined,
       "clusterName",
-      `"${r.clusterName}" is not an RFC 1123 label`,
+      `${quoted(r.clusterName)} is not an RFC 1123 label`,
       "use lowercase letters, digits and '-', at most 63 characters, starting and ending with a letter or digit",
     );
   } else clusterName = r.clusterName;
@@ -138,19 +138,19 @@ export function validateClusterConfig(doc: unknown): MultiClusterConfig {
     bad(
       undefined,
       "clusters",
-      `${keys.map((k) => `"${k}"`).join(", ")} become the same cluster name "${name}"`,
+      `${keys.map(quoted).join(", ")} become the same cluster name ${quoted(name)}`,
       "rename all but one: object names and labels use an EKS cluster name lowercased, with '_' as '-'",
     );
   }
   const keyOf = new Map<string, string>(); // cluster name → its key, for messages
   for (const [key, raw] of entries) {
-    const at = (f: string) => `clusters.${key}.${f}`;
+    const at = (f: string) => `clusters.${keyInPath(key)}.${f}`;
     const name = nameOf.get(key);
     if (name === undefined) {
       bad(
         key,
-        `clusters.${key}`,
-        `"${key}" is not an RFC 1123 label`,
+        `clusters.${keyInPath(key)}`,
+        `${quoted(key)} is not an RFC 1123 label`,
         "rename the key: lowercase letters, digits and '-', at most 63 characters, starting and ending with a letter or digit (only an eks cluster may keep its EKS name)",
       );
       continue;
@@ -159,15 +159,22 @@ export function validateClusterConfig(doc: unknown): MultiClusterConfig {
     if (name === clusterName) {
       bad(
         key,
-        `clusters.${key}`,
-        name === key ? "names the Primary itself" : `becomes the cluster name "${name}", the Primary's own`,
+        `clusters.${keyInPath(key)}`,
+        name === key
+          ? "names the Primary itself"
+          : `becomes the cluster name ${quoted(name)}, the Primary's own`,
         `remove it from clusters; the Primary is reached in-cluster, and defaultCluster: ${name} makes it the Default`,
       );
       continue;
     }
     const parsed = remoteSchema.safeParse(raw ?? {});
     if (!parsed.success) {
-      bad(key, `clusters.${key}`, "is not a mapping", "give the cluster authType, server and caData");
+      bad(
+        key,
+        `clusters.${keyInPath(key)}`,
+        "is not a mapping",
+        "give the cluster authType, server and caData",
+      );
       continue;
     }
     const c = parsed.data;
@@ -183,7 +190,7 @@ export function validateClusterConfig(doc: unknown): MultiClusterConfig {
       bad(
         key,
         at("authType"),
-        `"${String(c.authType)}" is not supported`,
+        `${quoted(c.authType)} is not supported`,
         `set authType to one of ${AUTH_TYPES.join(", ")} (case matters)`,
       );
     } else authType = c.authType as AuthType;
@@ -202,7 +209,12 @@ export function validateClusterConfig(doc: unknown): MultiClusterConfig {
         if (u.protocol !== "https:") throw new Error("not https");
         server = c.server.replace(/\/+$/, "");
       } catch {
-        bad(key, at("server"), `"${c.server}" is not an https URL`, "set server to https://<host>[:port]");
+        bad(
+          key,
+          at("server"),
+          `${quoted(c.server)} is not an https URL`,
+          "set server to https://<host>[:port]",
+        );
       }
     }
 
@@ -241,7 +253,7 @@ export function validateClusterConfig(doc: unknown): MultiClusterConfig {
     let region: string | undefined;
     if (c.region !== undefined && c.region !== null && c.region !== "") {
       if (typeof c.region !== "string" || !/^[a-z]{2}(-gov)?-[a-z]+-\d$/.test(c.region))
-        bad(key, at("region"), `"${String(c.region)}" is not an AWS region`, "set region like eu-north-1");
+        bad(key, at("region"), `${quoted(c.region)} is not an AWS region`, "set region like eu-north-1");
       else region = c.region;
     }
     if (authType === "eks" && region === undefined && server) {
@@ -258,12 +270,7 @@ export function validateClusterConfig(doc: unknown): MultiClusterConfig {
     let namespace = "switchyard";
     if (c.namespace !== undefined && c.namespace !== null && c.namespace !== "") {
       if (typeof c.namespace !== "string" || !DNS_LABEL.test(c.namespace))
-        bad(
-          key,
-          at("namespace"),
-          `"${String(c.namespace)}" is not a namespace name`,
-          "use an RFC 1123 label",
-        );
+        bad(key, at("namespace"), `${quoted(c.namespace)} is not a namespace name`, "use an RFC 1123 label");
       else namespace = c.namespace;
     }
     const isDefault = bool(key, at("isDefault"), c.isDefault, false);
@@ -280,8 +287,8 @@ export function validateClusterConfig(doc: unknown): MultiClusterConfig {
   if (marked.length > 1)
     bad(
       marked[1],
-      `clusters.${marked[1]}.isDefault`,
-      `more than one cluster is marked isDefault (${marked.join(", ")})`,
+      `clusters.${keyInPath(marked[1]!)}.isDefault`,
+      `more than one cluster is marked isDefault (${marked.map(keyInPath).join(", ")})`,
       "mark exactly one cluster isDefault, or set defaultCluster instead",
     );
   let defaultCluster = "";
@@ -291,8 +298,8 @@ export function validateClusterConfig(doc: unknown): MultiClusterConfig {
     if (marked.length === 1 && nameOf.get(marked[0]!) !== defaultCluster)
       bad(
         marked[0],
-        `clusters.${marked[0]}.isDefault`,
-        `contradicts defaultCluster: ${written}`,
+        `clusters.${keyInPath(marked[0]!)}.isDefault`,
+        `contradicts defaultCluster: ${keyInPath(written)}`,
         "remove isDefault or make defaultCluster name the same cluster",
       );
   } else if (written !== undefined && written !== null && written !== "") {
@@ -308,22 +315,22 @@ export function validateClusterConfig(doc: unknown): MultiClusterConfig {
       "is required when multi-cluster is enabled",
       managementOnly
         ? "set defaultCluster to one of the remote clusters"
-        : `set defaultCluster to one of: ${[clusterName, ...configured].filter(Boolean).join(", ")}`,
+        : `set defaultCluster to one of: ${[clusterName, ...configured].filter(Boolean).map(keyInPath).join(", ")}`,
     );
   } else if (defaultCluster === clusterName && clusterName !== "") {
     if (managementOnly)
       bad(
         undefined,
         "defaultCluster",
-        `names the Primary "${clusterName}", which is managementOnly and hosts no sessions`,
-        `set defaultCluster to one of the remote clusters (${[...configured].join(", ") || "none configured"}), or set managementOnly: false`,
+        `names the Primary ${quoted(clusterName)}, which is managementOnly and hosts no sessions`,
+        `set defaultCluster to one of the remote clusters (${[...configured].map(keyInPath).join(", ") || "none configured"}), or set managementOnly: false`,
       );
   } else if (!known.has(defaultCluster)) {
     bad(
       undefined,
       "defaultCluster",
-      `"${defaultCluster}" is not a configured cluster`,
-      `set defaultCluster to one of: ${[...(managementOnly ? [] : [clusterName]), ...configured].filter(Boolean).join(", ")}`,
+      `${quoted(defaultCluster)} is not a configured cluster`,
+      `set defaultCluster to one of: ${[...(managementOnly ? [] : [clusterName]), ...configured].filter(Boolean).map(keyInPath).join(", ")}`,
     );
   }
   if (managementOnly && configured.size === 0)
@@ -337,7 +344,9 @@ export function validateClusterConfig(doc: unknown): MultiClusterConfig {
 export function parseClusterConfig(yamlText: string): MultiClusterConfig {
   let doc: unknown;
   try {
-    doc = parseYaml(yamlText);
+    // Warnings (an unknown directive, a collection used as a key) would go to stderr, outside
+    // the logger; what matters in them fails validation below with the field named.
+    doc = parseYaml(yamlText, { logLevel: "error" });
   } catch (err) {
     throw new ClusterConfigErrors([
       new ClusterConfigError(

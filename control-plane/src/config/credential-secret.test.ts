@@ -4,7 +4,10 @@ import { ClusterConfigError } from "./cluster-config-error.js";
 import { parseCredentialSecret, pickBearerToken, RENEWED_TOKEN_KEY } from "./credential-secret.js";
 
 const b64 = (s: string) => Buffer.from(s).toString("base64");
+/** Three parts, but claims nobody can renew from. */
 const jwt = b64("h") + "." + b64("p") + ".s";
+const claims = (c: object) => Buffer.from(JSON.stringify(c)).toString("base64url");
+const saToken = [b64("{}"), claims({ iat: 1, exp: 3601, sub: "system:serviceaccount:sy:sa" }), "s"].join(".");
 let pair: KeyPairPem;
 let other: KeyPairPem;
 beforeAll(async () => {
@@ -26,9 +29,9 @@ function fails(fn: () => unknown): ClusterConfigError {
 
 describe("parseCredentialSecret", () => {
   it("reads each auth type's keys", () => {
-    expect(parseCredentialSecret("east", "bearerToken", { token: b64(jwt + "\n") })).toEqual({
+    expect(parseCredentialSecret("east", "bearerToken", { token: b64(saToken + "\n") })).toEqual({
       authType: "bearerToken",
-      token: jwt,
+      token: saToken,
     });
     expect(
       parseCredentialSecret("on", "mtls", { "tls.crt": b64(pair.certPem), "tls.key": b64(pair.keyPem) }),
@@ -49,6 +52,20 @@ describe("parseCredentialSecret", () => {
     const e1 = fails(() => parseCredentialSecret("east", "bearerToken", { token: b64("s3cr3t-not-a-jwt") }));
     expect(e1.message).toMatch(/is not a JWT/);
     expect(e1.message).not.toContain("s3cr3t");
+    const e3 = fails(() => parseCredentialSecret("east", "bearerToken", { token: b64(jwt) }));
+    expect(e3.field).toBe("Secret switchyard-cluster-east key token");
+    expect(e3.message).toMatch(
+      /not a usable ServiceAccount token: payload is not base64url JSON\. Fix: store a bound/,
+    );
+    const legacy = [b64("{}"), claims({ sub: "system:serviceaccount:sy:sa" }), "s"].join(".");
+    // A renewed-token without readable claims loses to a readable token instead of failing.
+    expect(
+      parseCredentialSecret("east", "bearerToken", { token: b64(saToken), [RENEWED_TOKEN_KEY]: b64(jwt) }),
+    ).toEqual({ authType: "bearerToken", token: saToken });
+    const e5 = fails(() => parseCredentialSecret("east", "bearerToken", { token: b64(legacy) }));
+    expect(e5.message).toMatch(
+      /key token: is not a usable ServiceAccount token: has no usable iat\/exp claims/,
+    );
     const e2 = fails(() =>
       parseCredentialSecret("on", "mtls", { "tls.crt": b64(pair.certPem), "tls.key": b64(other.keyPem) }),
     );

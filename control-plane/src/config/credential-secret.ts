@@ -9,7 +9,11 @@
 //   eks         → no Secret: AWS credentials come from the default provider chain.
 // A bad Secret fails only its own cluster: the error goes to that cluster's status.
 import { X509Certificate, createPrivateKey } from "node:crypto";
-import { readServiceAccountClaims, type ServiceAccountTokenClaims } from "../credentials/jwt-claims.js";
+import {
+  JwtClaimsError,
+  readServiceAccountClaims,
+  type ServiceAccountTokenClaims,
+} from "../credentials/jwt-claims.js";
 import type { AuthType } from "./cluster-config.js";
 import { ClusterConfigError } from "./cluster-config-error.js";
 
@@ -82,7 +86,21 @@ export function parseCredentialSecret(
       );
     const renewed = data[RENEWED_TOKEN_KEY];
     const renewedToken = renewed ? Buffer.from(renewed, "base64").toString("utf8").trim() : undefined;
-    return { authType, token: pickBearerToken(token, renewedToken, nowMs) };
+    const picked = pickBearerToken(token, renewedToken, nowMs);
+    // Renewal needs the claims (lifetime, ServiceAccount): a token without them would only
+    // fail later, as "credentials unusable", without naming the Secret key.
+    try {
+      readServiceAccountClaims(picked);
+    } catch (err) {
+      if (!(err instanceof JwtClaimsError)) throw err;
+      throw secretError(
+        cluster,
+        `Secret ${secret} key ${picked === token ? "token" : RENEWED_TOKEN_KEY}`,
+        `is not a usable ServiceAccount token: ${err.message.replace(/^token /, "")}`,
+        "store a bound ServiceAccount token (kubectl create token <sa> -n <ns> --duration=24h)",
+      );
+    }
+    return { authType, token: picked };
   }
   const certPem = get("tls.crt");
   const keyPem = get("tls.key");

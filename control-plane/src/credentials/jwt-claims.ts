@@ -20,12 +20,18 @@ export class JwtClaimsError extends Error {
 export function readServiceAccountClaims(token: string): ServiceAccountTokenClaims {
   const parts = token.split(".");
   if (parts.length !== 3) throw new JwtClaimsError("token is not a JWT (expected three dot-separated parts)");
-  let payload: Record<string, unknown>;
+  let payload: unknown;
   try {
-    payload = JSON.parse(Buffer.from(parts[1]!, "base64url").toString("utf8")) as Record<string, unknown>;
+    payload = JSON.parse(Buffer.from(parts[1]!, "base64url").toString("utf8"));
   } catch {
     throw new JwtClaimsError("token payload is not base64url JSON");
   }
+  if (payload === null || typeof payload !== "object" || Array.isArray(payload))
+    throw new JwtClaimsError("token payload is not a JSON object of claims");
+  return claimsOf(payload as Record<string, unknown>);
+}
+
+function claimsOf(payload: Record<string, unknown>): ServiceAccountTokenClaims {
   const { iat, exp } = payload;
   if (typeof iat !== "number" || typeof exp !== "number" || exp <= iat)
     throw new JwtClaimsError(

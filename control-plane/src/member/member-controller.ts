@@ -6,6 +6,9 @@
 // renews single-cluster sessions (no parent) from the routers' live-session reports,
 // since no Primary does that for them; a report names session keys (`<namespace>:<name>`),
 // so a live client renews its own session only, never a same-named one elsewhere.
+// `start` runs one leadership term and may be called again for the next: a Controller runs
+// once, so each term builds its own (with its own initial-sync tracking, timer and agent
+// watch) on the long-lived informers, and starts only once the previous term has drained.
 import type { KubeConfig, V1Deployment, V1Pod, V1StatefulSet } from "@kubernetes/client-node";
 import type { Logger } from "pino";
 import { positive } from "../../../lib/option-error.js";
@@ -20,12 +23,12 @@ import type { SessionAllowListOptions } from "../allow-list/index.js";
 import type { RouteSnapshotCache } from "../route-discovery/index.js";
 import {
   Controller,
+  ControllerMetrics,
   customResourceInformer,
   deploymentInformer,
   keyString,
   podInformer,
   statefulSetInformer,
-  type ControllerMetrics,
   type ObjectKey,
   type Reconciler,
   type ResourceInformer,
@@ -66,7 +69,8 @@ export interface MemberControllerOptions {
 }
 
 export class MemberController {
-  readonly controller: Controller;
+  /** Reconcile metrics of every term (`options.metrics`, or a Registry of its own). */
+  readonly metrics: ControllerMetrics;
   readonly reconciler: ClusterSessionReconciler;
   readonly sessions: ResourceInformer<ClusterSession>;
   readonly pods: ResourceInformer<V1Pod>;
@@ -75,7 +79,10 @@ export class MemberController {
   readonly #o: MemberControllerOptions;
   readonly #client;
   readonly #renewed = new Map<string, number>();
-  #initial: Promise<Set<string>> | undefined;
+  /** The running term's controller; undefined between terms. */
+  #controller: Controller | undefined;
+  /** Settles once the latest term has drained: its reconciles awaited, its informers stopped. */
+  #lastTerm: Promise<void> = Promise.resolve();
 
   constructor(options: MemberControllerOptions) {
     const timeout = positive("initialSyncTimeoutMs", options.initialSyncTimeoutMs, 30_000);
@@ -84,6 +91,7 @@ export class MemberController {
     const kc = options.kubeConfig;
     const logger = options.logger;
     this.#client = clusterSessionClient(kc);
+    this.metrics = options.metrics ?? new ControllerMetrics();
     this.sessions = customResourceInformer<ClusterSession>(kc, clusterSessionCrd, {
       resyncMs: options.resyncMs ?? 60_000,
       logger,
@@ -112,52 +120,86 @@ export class MemberController {
       ...(logger ? { logger } : {}),
       ...(options.now ? { now: options.now } : {}),
     });
-    this.controller = new Controller({
-      name: "cluster-session",
-      reconciler: this.#trackInitialSync(this.reconciler),
-      concurrency: options.concurrency ?? 4,
-      ...(logger ? { logger } : {}),
-      ...(options.metrics ? { metrics: options.metrics } : {}),
-    });
-    this.controller.watch(this.sessions);
-    this.controller.watch(this.pods, { map: (pod) => this.#sessionsForPod(pod) });
-    this.controller.watch(this.deployments, { map: (d) => this.#sessionsForWorkload("deployment", d) });
-    this.controller.watch(this.statefulSets, { map: (s) => this.#sessionsForWorkload("statefulset", s) });
   }
 
-  /** Runs until `signal` aborts. */
+  /**
+   * Reconciles until `signal` aborts: one leadership term (e.g. the signal of a LeaseElector's
+   * onStartedLeading). Call it again with the next term's signal: the new term waits for the
+   * previous one to drain, so two terms never reconcile at once and the informers they share
+   * are stopped before the new term starts them again.
+   */
   async start(signal: AbortSignal): Promise<void> {
-    if (this.#o.markRoutesReady ?? true) {
-      this.#initial = this.sessions
-        .waitForSync(signal)
-        .then(
-          () =>
-            new Set(
-              this.sessions
-                .list()
-                .map((s) => keyString({ namespace: s.metadata!.namespace, name: s.metadata!.name! })),
-            ),
-        );
-      this.#initial.then(
-        (set) => {
-          if (set.size === 0) this.#o.routes.markReady();
-        },
-        () => undefined,
-      );
-      const timer = setTimeout(() => {
-        if (!this.#o.routes.ready()) {
-          this.#o.logger?.warn("some sessions did not reconcile in time; serving the routing table anyway");
-          this.#o.routes.markReady();
-        }
-      }, this.#o.initialSyncTimeoutMs);
-      timer.unref?.();
-      signal.addEventListener("abort", () => clearTimeout(timer), { once: true });
+    const previous = this.#lastTerm;
+    let ended!: () => void;
+    this.#lastTerm = new Promise((resolve) => (ended = resolve));
+    try {
+      await previous;
+      if (!signal.aborted) await this.#runTerm(signal);
+    } finally {
+      ended();
     }
-    // An agent that dies on its own is replaced now, not at the next resync.
-    this.#o.provisioner.watch?.((id) => {
-      for (const key of this.#sessionsForTarget(id)) this.controller.enqueue(key);
-    }, signal);
-    await this.controller.start(signal);
+  }
+
+  /** Queues a session for reconcile in the running term; none between terms (the next reconciles all). */
+  enqueue(key: ObjectKey): void {
+    this.#controller?.enqueue(key);
+  }
+
+  async #runTerm(signal: AbortSignal): Promise<void> {
+    const initial = (this.#o.markRoutesReady ?? true) ? this.#initialSync(signal) : undefined;
+    const controller = new Controller({
+      name: "cluster-session",
+      reconciler: this.#trackInitialSync(this.reconciler, initial),
+      concurrency: this.#o.concurrency ?? 4,
+      ...(this.#o.logger ? { logger: this.#o.logger } : {}),
+      metrics: this.metrics,
+    });
+    controller.watch(this.sessions);
+    controller.watch(this.pods, { map: (pod) => this.#sessionsForPod(pod) });
+    controller.watch(this.deployments, { map: (d) => this.#sessionsForWorkload("deployment", d) });
+    controller.watch(this.statefulSets, { map: (s) => this.#sessionsForWorkload("statefulset", s) });
+    this.#controller = controller;
+    try {
+      // An agent that dies on its own is replaced now, not at the next resync.
+      this.#o.provisioner.watch?.((id) => {
+        for (const key of this.#sessionsForTarget(id)) controller.enqueue(key);
+      }, signal);
+      await controller.start(signal);
+    } finally {
+      if (this.#controller === controller) this.#controller = undefined;
+    }
+  }
+
+  /**
+   * The sessions that exist when this term's cache fills; the routes are marked ready once
+   * each was reconciled (at once when there are none), or after initialSyncTimeoutMs anyway.
+   */
+  #initialSync(signal: AbortSignal): Promise<Set<string>> {
+    const initial = this.sessions
+      .waitForSync(signal)
+      .then(
+        () =>
+          new Set(
+            this.sessions
+              .list()
+              .map((s) => keyString({ namespace: s.metadata!.namespace, name: s.metadata!.name! })),
+          ),
+      );
+    initial.then(
+      (set) => {
+        if (set.size === 0) this.#o.routes.markReady();
+      },
+      () => undefined,
+    );
+    const timer = setTimeout(() => {
+      if (!this.#o.routes.ready()) {
+        this.#o.logger?.warn("some sessions did not reconcile in time; serving the routing table anyway");
+        this.#o.routes.markReady();
+      }
+    }, this.#o.initialSyncTimeoutMs);
+    timer.unref?.();
+    signal.addEventListener("abort", () => clearTimeout(timer), { once: true });
+    return initial;
   }
 
   /**
@@ -195,13 +237,13 @@ export class MemberController {
     }
   }
 
-  #trackInitialSync(inner: Reconciler): Reconciler {
+  #trackInitialSync(inner: Reconciler, initial: Promise<Set<string>> | undefined): Reconciler {
     return {
       reconcile: async (key, signal) => {
         try {
           return await inner.reconcile(key, signal);
         } finally {
-          const set = this.#initial ? await this.#initial.catch(() => undefined) : undefined;
+          const set = initial ? await initial.catch(() => undefined) : undefined;
           if (set && set.delete(keyString(key)) && set.size === 0) this.#o.routes.markReady();
         }
       },

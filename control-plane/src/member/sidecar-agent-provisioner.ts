@@ -108,10 +108,11 @@ export class SidecarAgentProvisioner implements AgentProvisioner {
       const named = await this.#namedTargetPorts(namespace, original);
       if (needsRedirect(original, resolved.container, named)) await this.#checkPodSecurity(namespace);
       const patched = injectSidecar(original, resolved.container, secretHash, this.#settings, named);
-      await this.#patch(target.kind, workload, patched, {
+      const written = await this.#patch(target.kind, workload, patched, {
         [ORIGINAL_TEMPLATE_ANNOTATION]: saved && hasSidecar(template.spec) ? saved : JSON.stringify(original),
         [PATCHED_TEMPLATE_ANNOTATION]: templateHash(patched),
       });
+      await this.#recordStoredHash(target.kind, namespace, target.name, written);
       this.#logger?.info({ target: resolved.id }, "added the sidecar agent to the pod template");
     }
     const agents: AgentEndpoint[] = resolved.readyPods
@@ -193,16 +194,43 @@ export class SidecarAgentProvisioner implements AgentProvisioner {
     workload: Workload,
     template: V1PodTemplateSpec,
     ours: Record<string, string | undefined>,
-  ): Promise<void> {
+  ): Promise<string> {
+    return this.#patchOps(kind, workload, workloadPatch(workload, template, ours));
+  }
+
+  /** Applies JSON patch ops; returns the resourceVersion the write produced. */
+  async #patchOps(kind: string, workload: Workload, body: JsonPatchOp[]): Promise<string> {
     const namespace = workload.metadata!.namespace!;
     const name = workload.metadata!.name!;
-    const body = workloadPatch(workload, template, ours);
     const json = setHeaderOptions("Content-Type", PatchStrategy.JsonPatch);
-    if (kind === "deployment") {
-      await this.#apps.patchNamespacedDeployment({ namespace, name, body }, json);
-    } else {
-      await this.#apps.patchNamespacedStatefulSet({ namespace, name, body }, json);
-    }
+    const updated =
+      kind === "deployment"
+        ? await this.#apps.patchNamespacedDeployment({ namespace, name, body }, json)
+        : await this.#apps.patchNamespacedStatefulSet({ namespace, name, body }, json);
+    return updated.metadata!.resourceVersion!;
+  }
+
+  /**
+   * The API server fills in defaults of what we wrote (probe timeouts, a fieldRef's apiVersion,
+   * a container's termination message path, …), so the template it stores is not byte for byte
+   * the one we hashed. Record the hash of the stored template instead, so that release tells our
+   * own template from a user's edit. Only when the stored object is still our write's version:
+   * an edit made meanwhile is someone else's and must not be taken for ours.
+   */
+  async #recordStoredHash(
+    kind: "deployment" | "statefulset",
+    namespace: string,
+    name: string,
+    resourceVersion: string,
+  ): Promise<void> {
+    const stored = await this.#read(kind, namespace, name);
+    if (!stored || stored.metadata!.resourceVersion !== resourceVersion) return;
+    const hash = templateHash(stored.spec!.template);
+    if (stored.metadata!.annotations?.[PATCHED_TEMPLATE_ANNOTATION] === hash) return;
+    await this.#patchOps(kind, stored, [
+      { op: "replace", path: "/metadata/resourceVersion", value: resourceVersion },
+      { op: "replace", path: `/metadata/annotations/${pointer(PATCHED_TEMPLATE_ANNOTATION)}`, value: hash },
+    ]);
   }
 
   /** Named targetPorts of the Services that select the template's pods: taken by name, no redirect. */

@@ -2,6 +2,8 @@ import type { V1PodTemplateSpec } from "@kubernetes/client-node";
 import { describe, expect, it } from "vitest";
 import {
   AGENT_CONTAINER,
+  AGENT_STATE_MOUNT,
+  AGENT_STATE_VOLUME,
   canonicalJson,
   hasSidecar,
   injectSidecar,
@@ -66,6 +68,7 @@ describe("sidecar pod template", () => {
       "--app-port=8081:15102",
       "--target-env-prefix=SWITCHYARD_TARGET_ENV_",
       "--target-root=/var/run/switchyard/target",
+      "--state-file=/var/run/switchyard/agent-state/subscriptions.json",
     ]);
     const init = patched.spec!.initContainers!.find((c) => c.name === REDIRECT_CONTAINER)!;
     expect(init.image).toBe("switchyard/iptables:1");
@@ -100,8 +103,15 @@ describe("sidecar pod template", () => {
       capabilities: { drop: ["ALL"] },
       seccompProfile: { type: "RuntimeDefault" },
     });
-    // It writes nothing: the only mount is its TLS Secret, read-only.
-    expect(agent.volumeMounts).toEqual([expect.objectContaining({ readOnly: true })]);
+    // It writes nothing but its subscriptions, to its own emptyDir; the TLS Secret is read-only.
+    expect(agent.volumeMounts).toEqual([
+      { name: AGENT_STATE_VOLUME, mountPath: AGENT_STATE_MOUNT },
+      expect.objectContaining({ readOnly: true }),
+    ]);
+    expect(patched.spec!.volumes).toContainEqual({
+      name: AGENT_STATE_VOLUME,
+      emptyDir: { sizeLimit: "1Mi" },
+    });
     // Each template gets its own object (a shared one would leak edits between templates).
     const other = injectSidecar(template(), "app", HASH, { agentImage: "a:1", redirectImage: "r:1" });
     expect(other.spec!.initContainers!.find((c) => c.name === AGENT_CONTAINER)!.securityContext).not.toBe(

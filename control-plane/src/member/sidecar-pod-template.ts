@@ -23,6 +23,12 @@ export const REDIRECT_CONTAINER = "switchyard-redirect";
 /** Pod volume of the agent's TLS Secret, and where the agent container mounts it. */
 export const AGENT_TLS_VOLUME = "switchyard-agent-tls";
 export const AGENT_TLS_MOUNT = "/var/run/switchyard/agent-tls";
+/**
+ * Pod volume (an emptyDir: it outlives a container restart, not the pod) where the agent keeps
+ * its subscriptions, so that a restarted agent knows its sessions before it accepts traffic.
+ */
+export const AGENT_STATE_VOLUME = "switchyard-agent-state";
+export const AGENT_STATE_MOUNT = "/var/run/switchyard/agent-state";
 /** On the workload: JSON of the pod template before the sidecar was added. */
 export const ORIGINAL_TEMPLATE_ANNOTATION = `${GROUP}/original-pod-template`;
 /** On the workload: sha256 of the template as we wrote it (detects edits made meanwhile). */
@@ -33,7 +39,7 @@ export const SECRET_HASH_ANNOTATION = `${GROUP}/agent-secret-sha256`;
 /**
  * The agent needs no privilege: it listens on unprivileged ports, reads the target's env from
  * its own (copied) env and the target's volumes and its TLS files from read-only mounts, and
- * writes nothing but its log to stdout,
+ * writes nothing but its log to stdout and its subscriptions to its own emptyDir,
  * so it fits PodSecurity `restricted` (the image's numeric USER satisfies runAsNonRoot).
  * A fresh object per call: templates are edited and compared as plain data.
  */
@@ -230,6 +236,7 @@ export function injectSidecar(
       ...mappings.map((m) => `--app-port=${m.appPort}:${m.listenPort}`),
       ...probes.relays.map((r) => `--probe-port=${r.appPort}:${r.listenPort}`),
       ...targetView.args,
+      `--state-file=${AGENT_STATE_MOUNT}/subscriptions.json`,
       ...(settings.agentTlsSecret
         ? [`--tls-cert=${AGENT_TLS_MOUNT}/tls.crt`, `--tls-key=${AGENT_TLS_MOUNT}/tls.key`]
         : []),
@@ -244,16 +251,13 @@ export function injectSidecar(
       { name: "sy-agent", containerPort: agentPort, protocol: "TCP" },
       ...byName.map((m) => ({ name: m.name, containerPort: m.listenPort, protocol: "TCP" })),
     ],
-    ...(settings.agentTlsSecret || targetView.volumeMounts.length > 0
-      ? {
-          volumeMounts: [
-            ...(settings.agentTlsSecret
-              ? [{ name: AGENT_TLS_VOLUME, mountPath: AGENT_TLS_MOUNT, readOnly: true }]
-              : []),
-            ...targetView.volumeMounts,
-          ],
-        }
-      : {}),
+    volumeMounts: [
+      { name: AGENT_STATE_VOLUME, mountPath: AGENT_STATE_MOUNT },
+      ...(settings.agentTlsSecret
+        ? [{ name: AGENT_TLS_VOLUME, mountPath: AGENT_TLS_MOUNT, readOnly: true }]
+        : []),
+      ...targetView.volumeMounts,
+    ],
     securityContext: agentSecurityContext(),
     // A native sidecar (an init container that keeps running): the kubelet starts it before
     // the app, and stops it only after the app has exited, so a terminating pod that
@@ -268,12 +272,13 @@ export function injectSidecar(
       : { startupProbe: { tcpSocket: { port: agentPort }, periodSeconds: 1, failureThreshold: 60 } }),
   };
   // After the redirect init container (appended below), which must finish first.
-  if (settings.agentTlsSecret) {
-    spec.volumes = [
-      ...(spec.volumes ?? []),
-      { name: AGENT_TLS_VOLUME, secret: { secretName: settings.agentTlsSecret } },
-    ];
-  }
+  spec.volumes = [
+    ...(spec.volumes ?? []),
+    { name: AGENT_STATE_VOLUME, emptyDir: { sizeLimit: "1Mi" } },
+    ...(settings.agentTlsSecret
+      ? [{ name: AGENT_TLS_VOLUME, secret: { secretName: settings.agentTlsSecret } }]
+      : []),
+  ];
   if (redirected.length > 0) {
     if (!settings.redirectImage)
       throw new OptionError(
@@ -338,7 +343,7 @@ export function stripSidecar(template: V1PodTemplateSpec): V1PodTemplateSpec {
     if (spec.initContainers.length === 0) delete spec.initContainers;
   }
   if (spec.volumes) {
-    spec.volumes = spec.volumes.filter((v) => v.name !== AGENT_TLS_VOLUME);
+    spec.volumes = spec.volumes.filter((v) => v.name !== AGENT_TLS_VOLUME && v.name !== AGENT_STATE_VOLUME);
     if (spec.volumes.length === 0) delete spec.volumes;
   }
   const ann = copy.metadata?.annotations;

@@ -158,7 +158,11 @@ describe("injectSidecar with the target's env and volumes", () => {
     ]);
     expect(agent.volumeMounts!.map((m) => m.mountPath)).toContain(`${TARGET_ROOT}/etc/shop`);
     expect(agent.args).toContain(`--target-root=${TARGET_ROOT}`);
-    expect(patched.spec!.volumes).toEqual(original.spec!.volumes); // no new pod volume
+    // No new pod volume but the agent's own state.
+    expect(patched.spec!.volumes).toEqual([
+      ...original.spec!.volumes!,
+      { name: "switchyard-agent-state", emptyDir: { sizeLimit: "1Mi" } },
+    ]);
   });
 
   it("keeps the TLS mount next to the target's mounts", () => {
@@ -169,13 +173,17 @@ describe("injectSidecar with the target's env and volumes", () => {
     });
     const agent = patched.spec!.initContainers!.find((c) => c.name === AGENT_CONTAINER)!;
     expect(agent.volumeMounts!.map((m) => m.name)).toEqual([
+      "switchyard-agent-state",
       "switchyard-agent-tls",
       "config",
       "config",
       "logs",
       "bundle",
     ]);
-    expect(agent.volumeMounts!.every((m) => m.readOnly)).toBe(true);
+    // Every target mount and the TLS Secret are read-only; only the agent's own state is not.
+    expect(agent.volumeMounts!.filter((m) => !m.readOnly).map((m) => m.name)).toEqual([
+      "switchyard-agent-state",
+    ]);
   });
 
   it("stripSidecar undoes it exactly", () => {

@@ -4,6 +4,8 @@ import { describe, expect, it } from "vitest";
 import { workloadPatch } from "./sidecar-agent-provisioner.js";
 import {
   AGENT_CONTAINER,
+  AGENT_STATE_MOUNT,
+  AGENT_STATE_VOLUME,
   AGENT_TLS_MOUNT,
   AGENT_TLS_VOLUME,
   injectSidecar,
@@ -32,21 +34,27 @@ describe("agent TLS in the sidecar", () => {
       ]),
     );
     expect(agent.volumeMounts).toEqual([
+      { name: AGENT_STATE_VOLUME, mountPath: AGENT_STATE_MOUNT },
       { name: AGENT_TLS_VOLUME, mountPath: AGENT_TLS_MOUNT, readOnly: true },
     ]);
     expect(t.spec!.volumes).toEqual([
       { name: "data", emptyDir: {} },
+      { name: AGENT_STATE_VOLUME, emptyDir: { sizeLimit: "1Mi" } },
       { name: AGENT_TLS_VOLUME, secret: { secretName: "agent-tls" } },
     ]);
     expect(stripSidecar(t)).toEqual(base());
   });
 
-  it("without a Secret the agent serves plaintext and the pod gets no volume", () => {
+  it("without a Secret the agent serves plaintext and the pod gets only the agent's state volume", () => {
     const t = injectSidecar(base(), "app", HASH, settings);
     const agent = t.spec!.initContainers!.find((c) => c.name === AGENT_CONTAINER)!;
     expect(agent.args!.some((a) => a.startsWith("--tls-"))).toBe(false);
-    expect(agent.volumeMounts).toBeUndefined();
-    expect(t.spec!.volumes).toEqual([{ name: "data", emptyDir: {} }]);
+    expect(agent.volumeMounts).toEqual([{ name: AGENT_STATE_VOLUME, mountPath: AGENT_STATE_MOUNT }]);
+    expect(t.spec!.volumes).toEqual([
+      { name: "data", emptyDir: {} },
+      { name: AGENT_STATE_VOLUME, emptyDir: { sizeLimit: "1Mi" } },
+    ]);
+    expect(stripSidecar(t)).toEqual(base());
   });
 
   it("needs the redirect only for a container with TCP ports", () => {

@@ -47,4 +47,18 @@ describe("ClusterRegistryMetrics", () => {
       );
     expect(text).not.toMatch(/renewals_total\{auth_type="(mtls|eks)"/);
   });
+
+  it("counts rejected ConfigMaps and Secrets by source, from 0", async () => {
+    const m = new ClusterRegistryMetrics();
+    expect(await m.registry.metrics()).toContain(
+      'switchyard_cluster_config_rejections_total{source="secret"} 0',
+    );
+    m.recordRejection("secret");
+    m.recordRejection("secret");
+    m.recordRejection("configmap");
+    const text = await m.registry.metrics();
+    expect(text).toContain('switchyard_cluster_config_rejections_total{source="secret"} 2');
+    expect(text).toContain('switchyard_cluster_config_rejections_total{source="configmap"} 1');
+    expect(m.rejectionCount()).toEqual({ configmap: 1, secret: 2 });
+  });
 });

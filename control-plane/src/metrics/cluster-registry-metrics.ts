@@ -1,10 +1,14 @@
 // Prometheus metrics of the cluster registry, on a per-instance Registry: remote
 // cluster connectivity, health-check latency, credential renewals/failures by auth
-// type, credential expiry, and leadership. Counters are plain numbers published at
-// scrape; gauges read the registry's current state at scrape. Labels are bounded: the
-// configured cluster names, the three auth types, two outcomes.
+// type, credential expiry, rejected configurations and Secrets, and leadership. Counters
+// are plain numbers published at scrape; gauges read the registry's current state at
+// scrape. Labels are bounded: the configured cluster names, the three auth types, two
+// outcomes, two configuration sources.
 import { Counter, Gauge, Histogram, Registry } from "prom-client";
 import type { AuthType } from "../config/cluster-config.js";
+
+/** Where a rejected configuration came from: the clusters ConfigMap, or a credential Secret. */
+export type ConfigRejectionSource = "configmap" | "secret";
 
 /** Auth types whose credentials are renewed (mtls certificates are not). */
 const RENEWED: readonly AuthType[] = ["bearerToken", "eks"];
@@ -21,6 +25,7 @@ export class ClusterRegistryMetrics {
   readonly registry: Registry;
   private readonly renewals = new Map<string, number>();
   private readonly statusWrites = { success: 0, failure: 0 };
+  private readonly rejections: Record<ConfigRejectionSource, number> = { configmap: 0, secret: 0 };
   private readonly checkDuration: Histogram<"cluster">;
   private state: () => { clusters: ClusterMetricState[]; leader: boolean } = () => ({
     clusters: [],
@@ -85,6 +90,19 @@ export class ClusterRegistryMetrics {
         this.inc({ outcome: "failure" }, statusWrites.failure);
       },
     });
+    const rejections = this.rejections;
+    new Counter({
+      name: "switchyard_cluster_config_rejections_total",
+      help:
+        "Configurations refused, by source: a clusters ConfigMap that does not validate (the last " +
+        "valid one stays in force), or a credential Secret that breaks its cluster (the others run).",
+      labelNames: ["source"],
+      registers: [registry],
+      collect() {
+        this.reset();
+        for (const [source, n] of Object.entries(rejections)) this.inc({ source }, n);
+      },
+    });
     new Gauge({
       name: "switchyard_control_plane_leader",
       help: "1 while this control-plane replica holds the leader lease.",
@@ -111,6 +129,16 @@ export class ClusterRegistryMetrics {
     const key = `${authType}/${outcome}`;
     this.renewals.set(key, (this.renewals.get(key) ?? 0) + 1);
   };
+
+  /** A ConfigMap version or a Secret was refused (each distinct error once). */
+  recordRejection(source: ConfigRejectionSource): void {
+    this.rejections[source]++;
+  }
+
+  /** Rejections so far, by source. */
+  rejectionCount(): Record<ConfigRejectionSource, number> {
+    return { ...this.rejections };
+  }
 
   recordStatusWrite(outcome: "success" | "failure"): void {
     this.statusWrites[outcome]++;

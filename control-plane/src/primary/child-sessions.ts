@@ -7,8 +7,10 @@
 // What goes wrong with one child is classified with the runtime's error kinds and folded
 // into that child's observation instead of failing the reconcile: terminal (a refusal
 // by the cluster, a child owned by someone else) counts against the failure policy;
-// transient (unreachable, being deleted, changed while read) leaves the child "not
-// created" and the reconcile retries with backoff; a conflict on create re-reads at once.
+// transient verdicts of our own (being deleted, changed while read) leave the child "not
+// created"; a cluster that does not answer (timeout, connection refused, 5xx, a client that
+// cannot be built) is "unreachable" — the reconciler keeps that child's last recorded state —
+// and in both cases the reconcile retries with backoff; a conflict on create re-reads at once.
 import type { KubeConfig } from "@kubernetes/client-node";
 import type { Logger } from "pino";
 import { apiStatus, describeApiError } from "../../../lib/api-error.js";
@@ -69,9 +71,12 @@ export class ChildSessions {
       return { state: "present", child: await this.converge(cluster, desired, owner, what, now, renewMs) };
     } catch (err) {
       const failure = classify(err, what);
-      return failure.kind === "terminal"
-        ? { state: "refused", error: failure.message }
-        : { state: "absent", error: failure.message };
+      if (failure.kind === "terminal") return { state: "refused", error: failure.message };
+      // Our own verdicts (being deleted, replaced, changed while read) say the child is not
+      // usable now; anything else is the cluster not answering, which says nothing of the child.
+      return err instanceof ReconcileError
+        ? { state: "absent", error: failure.message }
+        : { state: "unreachable", error: failure.message };
     }
   }
 

@@ -11,7 +11,7 @@ import { sleep, untilAborted } from "../../../lib/abortable-sleep.js";
 import { describeApiError, firstLine } from "../../../lib/api-error.js";
 import { OptionError, positive } from "../../../lib/option-error.js";
 import type { MultiClusterConfig, RemoteClusterConfig } from "../config/cluster-config.js";
-import { ClusterConfigError } from "../config/cluster-config-error.js";
+import { ClusterConfigError, ClusterConfigErrors } from "../config/cluster-config-error.js";
 import { ClusterConfigSource, type ClusterConfigSnapshot } from "../config/cluster-config-source.js";
 import type { ClusterCredentialMaterial } from "../config/credential-secret.js";
 import { checkClusterHealth, type ClusterHealth } from "../clusters/cluster-health-checker.js";
@@ -175,6 +175,7 @@ export class ClusterRegistry {
     try {
       snap = await this.source.load();
     } catch (err) {
+      if (err instanceof ClusterConfigErrors) this.metrics.recordRejection("configmap");
       this.rejectLoaded(err);
       throw err;
     }
@@ -194,6 +195,9 @@ export class ClusterRegistry {
   }
 
   private apply(snap: ClusterConfigSnapshot): void {
+    // Counted once per distinct error: a later Secret event re-validates the same ConfigMap.
+    if (snap.reloadError && snap.reloadError.message !== this.snapshot?.reloadError?.message)
+      this.metrics.recordRejection("configmap");
     this.snapshot = snap;
     const wanted = new Map(snap.config.remotes.map((r) => [r.name, r]));
     for (const [name, e] of this.entries) {
@@ -207,6 +211,8 @@ export class ClusterRegistry {
     for (const [name, cfg] of wanted) {
       const material = snap.credentials.get(name)!;
       const existing = this.entries.get(name);
+      if (material instanceof ClusterConfigError && !(existing && sameMaterial(existing.material, material)))
+        this.metrics.recordRejection("secret");
       if (
         existing &&
         sameCluster(existing.config, cfg) &&
@@ -279,7 +285,12 @@ export class ClusterRegistry {
       await this.checkRound();
       if (this.elector.isLeader() && this.snapshot) {
         try {
-          await this.publisher.publish(this.snapshot.config, this.health());
+          await this.publisher.publish(
+            this.snapshot.config,
+            this.health(),
+            Date.now(),
+            this.snapshot.reloadError?.message,
+          );
           this.metrics.recordStatusWrite("success");
         } catch (err) {
           this.metrics.recordStatusWrite("failure");
@@ -327,6 +338,7 @@ export class ClusterRegistry {
 function sameCluster(a: RemoteClusterConfig, b: RemoteClusterConfig): boolean {
   return (
     a.authType === b.authType &&
+    a.eksClusterName === b.eksClusterName && // the name EKS tokens sign
     a.server === b.server &&
     a.caPem === b.caPem &&
     a.region === b.region &&

@@ -1,7 +1,9 @@
 // Writes a parent's status only when it changes, so a reconcile that finds everything in
 // place costs no write (and no watch event that would wake it again). The write carries
 // the resourceVersion it was computed from: a parent that moved meanwhile answers 409,
-// which the controller treats as a conflict (re-read, retry at once).
+// which the controller treats as a conflict (re-read, retry at once). A merge patch keeps
+// every key it does not name, so a key the new status drops (a child's `error` once it
+// answers again) is sent as null, which deletes it.
 import type {
   MultiClusterSession,
   MultiClusterSessionStatus,
@@ -21,7 +23,7 @@ export async function writeParentStatus(
   if (!changed) return parent;
   const updated = await parents.patchStatus(
     { namespace: parent.metadata.namespace!, name: parent.metadata.name! },
-    status,
+    withDeletions(status, current),
     { resourceVersion: parent.metadata.resourceVersion! },
   );
   parent.metadata = updated.metadata;
@@ -45,4 +47,29 @@ function normalize(v: unknown): unknown {
     );
   }
   return v;
+}
+
+/**
+ * `status` with each entry of `children` replaced whole: a key that the current entry has
+ * and the new one lacks is sent as null. The map itself is merged (a cluster left out is
+ * kept: the reconciler drops one explicitly, with null, once its child is gone).
+ */
+export function withDeletions(
+  status: Partial<MultiClusterSessionStatus>,
+  current: Record<string, unknown>,
+): Record<string, unknown> {
+  const next = status.children as Record<string, Record<string, unknown> | null> | undefined;
+  const before = current.children as Record<string, Record<string, unknown> | null> | undefined;
+  if (!next || !before) return status;
+  const children: Record<string, unknown> = {};
+  for (const [cluster, entry] of Object.entries(next)) {
+    const old = before[cluster];
+    if (!entry || !old) {
+      children[cluster] = entry;
+      continue;
+    }
+    const dropped = Object.keys(old).filter((k) => !(k in entry));
+    children[cluster] = { ...entry, ...Object.fromEntries(dropped.map((k) => [k, null])) };
+  }
+  return { ...status, children };
 }

@@ -94,6 +94,12 @@ export class SessionController {
     );
     controller.watch(parents);
     this.reconciler.metrics.setPhaseSource(() => parents.list().map((p) => p.status?.phase));
+    this.reconciler.metrics.setRefusalSource(() =>
+      parents
+        .list()
+        .flatMap((p) => p.status?.conditions?.filter((c) => c.type === "Valid" && c.status === "False") ?? [])
+        .map((c) => c.reason),
+    );
     const toParent = (child: ClusterSession): ObjectKey | undefined => {
       const parent = child.spec?.parent?.name ?? child.metadata?.labels?.[LABELS.parent];
       return parent && child.metadata?.namespace

@@ -1,11 +1,13 @@
 // Prometheus metrics of the Primary's session lifecycle, on a per-instance Registry:
-// sessions by phase (read from the informer cache at scrape), children created and
-// deleted per workload cluster, TTL expirations and heartbeat writes. Counters are plain
-// numbers published at scrape. Labels are bounded: the five phases and the configured
-// cluster names — never a session id. Reconcile duration and errors come from the
+// sessions by phase and sessions refused as invalid by reason (both read from the
+// informer cache at scrape), children created and deleted per workload cluster, TTL
+// expirations and heartbeat writes. Counters are plain numbers published at scrape.
+// Labels are bounded: the five phases, the allow-list's refusal reasons (anything else is
+// "Other") and the configured cluster names — never a session id. Reconcile duration and errors come from the
 // runtime's ControllerMetrics (controller="multi-cluster-session").
 import { Counter, Gauge, Registry } from "prom-client";
 import { MULTI_CLUSTER_SESSION_PHASES } from "../../../proto/api/v1alpha1/index.js";
+import { ALLOW_LIST_REFUSALS } from "../allow-list/index.js";
 
 export class SessionMetrics {
   readonly registry: Registry;
@@ -14,6 +16,7 @@ export class SessionMetrics {
   readonly childrenCreated = new Map<string, number>();
   readonly childrenDeleted = new Map<string, number>();
   private phases: () => Iterable<string | undefined> = () => [];
+  private refusals: () => Iterable<string> = () => [];
 
   constructor(registry: Registry = new Registry()) {
     this.registry = registry;
@@ -28,6 +31,25 @@ export class SessionMetrics {
         const n = new Map<string, number>([...MULTI_CLUSTER_SESSION_PHASES, "Unknown"].map((p) => [p, 0]));
         for (const p of phases()) n.set(p ?? "Unknown", (n.get(p ?? "Unknown") ?? 0) + 1);
         for (const [phase, v] of n) this.set({ phase }, v);
+      },
+    });
+    const refusals = () => this.refusals();
+    new Gauge({
+      name: "switchyard_sessions_invalid",
+      help:
+        "MultiClusterSessions on this Primary refused as invalid (Valid=False: outside the allow-list, " +
+        "or a target that does not parse), by reason. They are Failed, not routed, and expire by their TTL.",
+      labelNames: ["reason"],
+      registers: [registry],
+      collect() {
+        this.reset();
+        const known: readonly string[] = ALLOW_LIST_REFUSALS;
+        const n = new Map<string, number>([...known, "Other"].map((r) => [r, 0]));
+        for (const r of refusals()) {
+          const reason = known.includes(r) ? r : "Other";
+          n.set(reason, n.get(reason)! + 1);
+        }
+        for (const [reason, v] of n) this.set({ reason }, v);
       },
     });
     const perCluster = (name: string, help: string, source: Map<string, number>) =>
@@ -75,6 +97,11 @@ export class SessionMetrics {
   /** Where the phase gauge reads from (the controller's informer cache). */
   setPhaseSource(source: () => Iterable<string | undefined>): void {
     this.phases = source;
+  }
+
+  /** Where the invalid-sessions gauge reads from: the reason of each parent whose Valid is False. */
+  setRefusalSource(source: () => Iterable<string>): void {
+    this.refusals = source;
   }
 
   childCreated(cluster: string): void {

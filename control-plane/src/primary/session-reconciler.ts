@@ -165,7 +165,7 @@ export class SessionReconciler implements Reconciler {
     this.publish(written, secrets);
 
     const unreachable = observed.flatMap((o) =>
-      o.observation.state === "absent" && o.observation.error
+      (o.observation.state === "absent" || o.observation.state === "unreachable") && o.observation.error
         ? [`cluster ${o.name}: ${o.observation.error}`]
         : [],
     );
@@ -187,7 +187,9 @@ export class SessionReconciler implements Reconciler {
     const observed = await Promise.all(
       topology.clusters.map(async (c): Promise<ObservedCluster> => {
         const child = desiredChild(parent, c, topology.primaryClusterId, secrets[c.name]!);
-        const observation = await this.children.ensure(c.name, child, owner, now, clock.childRenewMs);
+        const seen = await this.children.ensure(c.name, child, owner, now, clock.childRenewMs);
+        const last = recorded[c.name];
+        const observation = seen.state === "unreachable" && last ? { ...seen, last } : seen;
         return { name: c.name, isDefault: c.isDefault, childName: child.metadata.name!, observation };
       }),
     );
@@ -309,8 +311,10 @@ export class SessionReconciler implements Reconciler {
     clock: ActiveClock,
     now: number,
   ): Promise<MultiClusterSession> {
-    const computed = computeStatus(observed, parent.spec.failurePolicy ?? "AllOrNothing");
     const before = parent.status?.phase;
+    const computed = computeStatus(observed, parent.spec.failurePolicy ?? "AllOrNothing", {
+      routed: before === "Ready" || before === "Pending",
+    });
     const written = await writeParentStatus(this.parents, parent, {
       phase: computed.phase,
       children: { ...computed.children, ...removed } as Record<string, ChildSessionStatus>,

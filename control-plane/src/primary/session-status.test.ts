@@ -100,4 +100,58 @@ describe("computeStatus", () => {
     const s = computeStatus([obs("east", child({ phase: "Ready" }), true)], "AllOrNothing");
     expect(s.phase).toBe("Pending");
   });
+
+  it("keeps an unreachable cluster's last recorded ready child routed, and calls the session Degraded", () => {
+    const last = { name: "mc-0123456789abcdef-west", ready: true, gateway: "wss://west.gw:8443" };
+    const s = computeStatus(
+      [
+        obs("east", ready("east"), true),
+        obs("west", { state: "unreachable", error: "no answer within 5000 ms", last }),
+      ],
+      "AllOrNothing",
+    );
+    expect(s.phase).toBe("Ready");
+    expect(s.failed).toEqual([]);
+    expect(s.children.west).toMatchObject({ ready: true, gateway: "wss://west.gw:8443" });
+    expect(s.children.west!.error).toBe(
+      "unreachable, routed to its last known gateway: no answer within 5000 ms",
+    );
+    expect(s.conditions.find((c) => c.type === "Degraded")).toMatchObject({
+      status: "True",
+      reason: "ClusterUnreachable",
+      message: expect.stringContaining("west (unreachable"),
+    });
+  });
+
+  it("waits for an unreachable cluster that never had a ready child, as for one not created yet", () => {
+    const never = computeStatus(
+      [obs("east", ready("east"), true), obs("west", { state: "unreachable", error: "connection refused" })],
+      "AllOrNothing",
+    );
+    expect(never.phase).toBe("Initializing");
+    expect(never.children.west).toMatchObject({ ready: false, error: "unreachable: connection refused" });
+    const notReady = computeStatus(
+      [
+        obs("east", ready("east"), true),
+        obs("west", {
+          state: "unreachable",
+          error: "connection refused",
+          last: { name: "mc-0123456789abcdef-west", ready: false },
+        }),
+      ],
+      "AllOrNothing",
+      { routed: true },
+    );
+    expect(notReady.phase).toBe("Pending");
+  });
+
+  it("keeps a routed session Pending, not Initializing, while one child is created again", () => {
+    const s = computeStatus(
+      [obs("east", ready("east"), true), obs("west", { state: "absent", error: "was being deleted" })],
+      "AllOrNothing",
+      { routed: true },
+    );
+    expect(s.phase).toBe("Pending");
+    expect(s.children.east!.ready).toBe(true);
+  });
 });

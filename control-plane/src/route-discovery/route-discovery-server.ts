@@ -21,6 +21,7 @@ import {
   RouteDiscoveryService,
   type RouteDiscoveryHandlers,
 } from "../../../proto/route-discovery-service.js";
+import { tolerantDecoder } from "./malformed-request.js";
 import type { RouterPeer } from "./router-authenticator.js";
 import type { RouteDiscoveryStreamServer } from "./stream-server.js";
 
@@ -129,7 +130,16 @@ export class RouteDiscoveryServer {
     const handlers: RouteDiscoveryHandlers = {
       StreamRoutes: (call) => streams.serve(call, verifiedCertificate(call)),
     };
-    server.addService(RouteDiscoveryService, handlers);
+    // Bytes that are not a DiscoveryRequest reach the stream server as a marker, which ends
+    // the stream with INVALID_ARGUMENT (counted) instead of grpc-js's bare INTERNAL.
+    const method = RouteDiscoveryService.StreamRoutes;
+    server.addService(
+      {
+        ...RouteDiscoveryService,
+        StreamRoutes: { ...method, requestDeserialize: tolerantDecoder(method.requestDeserialize) },
+      },
+      handlers,
+    );
     this.server = server;
     const host = this.opts.host ?? "0.0.0.0";
     const address = host.includes(":") ? `[${host}]` : host;

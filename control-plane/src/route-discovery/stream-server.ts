@@ -20,6 +20,7 @@ import {
 } from "../../../proto/route-discovery-service.js";
 import { SESSION_ID_MAX_LENGTH } from "../../../proto/session-endpoint.js";
 import { DiscoveryStreamError, RouterAuthError } from "./errors.js";
+import { malformedReason } from "./malformed-request.js";
 import { RouteDiscoveryMetrics } from "./route-discovery-metrics.js";
 import type { RouterAuthenticator, RouterIdentity, RouterPeer } from "./router-authenticator.js";
 import type { RouteSnapshotCache } from "./snapshot-cache.js";
@@ -64,6 +65,8 @@ export interface RouteDiscoveryStreamServerOptions {
 type LiveListener = (report: LiveSessionsReport) => void;
 
 const nonceFormat = /^[1-9][0-9]{0,15}$/;
+/** Versions this server issues are short ("<epoch>.<seq>"); a longer claim is not one of them. */
+const MAX_VERSION_CHARS = 256;
 const routerIdFormat = /^[A-Za-z0-9]([-A-Za-z0-9_.]{0,251}[A-Za-z0-9])?$/;
 
 export class RouteDiscoveryStreamServer {
@@ -173,6 +176,7 @@ export class RouteDiscoveryStreamServer {
     const it = requests[Symbol.asyncIterator]();
     const first = await this.firstRequest(it, signal);
     if (first === undefined) return;
+    notMalformed(first, this);
     if (!routerIdFormat.test(first.routerId)) {
       throw this.violation(
         Status.INVALID_ARGUMENT,
@@ -186,7 +190,10 @@ export class RouteDiscoveryStreamServer {
     this.streams.set(streamId, stream);
     const unsubscribe = this.cache.onChange(() => stream.schedulePump());
     const log = this.log.child({ routerId: first.routerId, streamId });
-    log.info({ identity: identity.name, version: first.versionInfo }, "router connected");
+    log.info(
+      { identity: identity.name, version: first.versionInfo.slice(0, MAX_VERSION_CHARS) },
+      "router connected",
+    );
 
     const reader = (async () => {
       stream.handleFirst(first);
@@ -329,16 +336,23 @@ class DiscoveryStream {
     if (req.errorDetail !== null && req.responseNonce === "") {
       throw this.server.violation(Status.INVALID_ARGUMENT, "error_detail (NACK) requires response_nonce");
     }
+    if (req.versionInfo.length > MAX_VERSION_CHARS) {
+      throw this.server.violation(
+        Status.INVALID_ARGUMENT,
+        `version_info is ${req.versionInfo.length} characters, longer than any version this server issues (${MAX_VERSION_CHARS}); send the version you applied, or "" for none`,
+      );
+    }
     this.ackedVersion = req.versionInfo;
     this.live(req);
     this.pump();
   }
 
   handle(req: DiscoveryRequest__Output): void {
+    notMalformed(req, this.server);
     if (req.routerId !== "" && req.routerId !== this.routerId) {
       throw this.server.violation(
         Status.INVALID_ARGUMENT,
-        `router_id changed from "${this.routerId}" to "${req.routerId}" on one stream; open a new stream`,
+        `router_id changed from ${quote(this.routerId)} to ${quote(req.routerId)} on one stream; open a new stream`,
       );
     }
     this.live(req);
@@ -352,7 +366,7 @@ class DiscoveryStream {
     if (!nonceFormat.test(nonceText)) {
       throw this.server.violation(
         Status.INVALID_ARGUMENT,
-        `response_nonce "${nonceText}" was not issued by this server`,
+        `response_nonce ${quote(nonceText)} was not issued by this server; echo the nonce of the response you ACK or NACK`,
       );
     }
     const nonce = Number(nonceText);
@@ -387,7 +401,7 @@ class DiscoveryStream {
       if (req.versionInfo !== pending.version) {
         throw this.server.violation(
           Status.INVALID_ARGUMENT,
-          `ACK of nonce ${nonce} carries version "${req.versionInfo}" but that push was version "${pending.version}"`,
+          `ACK of nonce ${nonce} carries version_info ${quote(req.versionInfo)} but that push was version ${quote(pending.version)}`,
         );
       }
       this.server.metrics.counts.acks++;
@@ -439,10 +453,11 @@ class DiscoveryStream {
         `live_sessions lists ${ls.sessionIds.length} sessions; at most ${this.server.maxLiveSessionsPerReport} per report`,
       );
     }
-    if (ls.sessionIds.some((id) => id.length === 0 || id.length > SESSION_ID_MAX_LENGTH)) {
+    const bad = ls.sessionIds.findIndex((id) => id.length === 0 || id.length > SESSION_ID_MAX_LENGTH);
+    if (bad >= 0) {
       throw this.server.violation(
         Status.INVALID_ARGUMENT,
-        `live_sessions.session_ids must be 1-${SESSION_ID_MAX_LENGTH} characters each`,
+        `live_sessions.session_ids[${bad}] is ${ls.sessionIds[bad]!.length} characters; each must be 1-${SESSION_ID_MAX_LENGTH}`,
       );
     }
     this.liveSessions = ls.sessionIds.length;
@@ -453,6 +468,22 @@ class DiscoveryStream {
       sessionIds: ls.sessionIds,
     });
   }
+}
+
+/** A router's value in a status or log message: quoted, cut short so garbage stays small. */
+function quote(value: string): string {
+  const q = JSON.stringify(value.slice(0, 64));
+  return value.length <= 64 ? q : `${q}… (${value.length} characters)`;
+}
+
+/** Ends the stream when a message did not decode as a DiscoveryRequest (malformed-request.ts). */
+function notMalformed(req: DiscoveryRequest__Output, server: RouteDiscoveryStreamServer): void {
+  const why = malformedReason(req);
+  if (why !== undefined)
+    throw server.violation(
+      Status.INVALID_ARGUMENT,
+      `a message is not a DiscoveryRequest of route_discovery.proto (${why}); send DiscoveryRequest messages only`,
+    );
 }
 
 /** A metadata value as text (binary `-bin` values are not credentials). */

@@ -13,7 +13,7 @@ export class AgentCounters {
   readonly bytesFromClient = { traffic: 0, outgoing_tcp: 0, outgoing_udp: 0 };
   /** Mirror bytes the session layer dropped because its peer was congested. */
   mirrorDroppedBytes = 0;
-  /** Sessions dropped because no protocol ping arrived in time. */
+  /** Sessions dropped because their peer went silent (no frame, protocol ping included) in time. */
   pingTimeouts = 0;
   /** Sources paused because the session's WebSocket passed its high-water mark. */
   backpressurePauses = 0;
@@ -145,7 +145,7 @@ export class AgentMetrics {
     });
     new Counter({
       name: "switchyard_agent_ping_timeouts_total",
-      help: "Sessions dropped because no protocol ping arrived within the ping timeout.",
+      help: "Sessions dropped because no frame (a protocol ping at least) arrived within the ping timeout of reading.",
       registers: reg,
       collect() {
         this.reset();

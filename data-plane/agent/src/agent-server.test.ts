@@ -14,6 +14,8 @@ import {
 } from "node:net";
 import { pino } from "pino";
 import { afterEach, describe, expect, it } from "vitest";
+import { readFileSync, statSync } from "node:fs";
+import { join } from "node:path";
 import { testScratchDir } from "../../../test/support/scratch-dir.js";
 import WebSocket, { WebSocketServer } from "ws";
 import {
@@ -552,6 +554,45 @@ describe("session lifetime", () => {
     expect((await pending).body).toBe("local");
     expect(app.requests).toEqual([]);
     expect(await agent.metrics.registry.metrics()).toMatch(/^switchyard_agent_held_traffic_total 1$/m);
+  });
+
+  it("knows its sessions before it accepts after a restart: a keep-alive connection waits for the session", async () => {
+    const app = await startApp();
+    const stateFile = join(testScratchDir("agent-journal-"), "state", "subscriptions.json");
+    const first = await startAgent(app.port, { resumeGraceMs: 30_000, stateFile });
+    const c = await connectClient(first.agent, "roaming");
+    await c.subscribe(1, app.port, "steal");
+    expect((statSync(stateFile).mode & 0o777).toString(8)).toBe("600");
+    // The first agent dies without a word (no close(), as under SIGKILL); the next one starts
+    // from the same state and must not hand the session's traffic to the app meanwhile.
+    const { agent, traffic } = await startAgent(app.port, { resumeGraceMs: 30_000, stateFile });
+    expect(agent.subscriptions.forPort(app.port).map((x) => [x.sessionId, x.mode, x.held])).toEqual([
+      ["roaming", "steal", true],
+    ]);
+    const keepAlive = new Agent({ keepAlive: true, maxSockets: 1 });
+    cleanups.push(() => keepAlive.destroy());
+    const pending = httpCall(traffic, { path: "/right-after-restart", agent: keepAlive });
+    await expect.poll(() => agent.proxies[0]!.waitingCount).toBe(1);
+    const back = await connectClient(agent, "roaming");
+    const next = back.nextConnection();
+    await back.subscribe(2, app.port, "steal");
+    const conn = await next;
+    await conn.untilText("GET /right-after-restart");
+    conn.write("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nlocal");
+    expect((await pending).body).toBe("local");
+    expect(app.requests).toEqual([]);
+  });
+
+  it("sends the traffic of a restored session that never returns to the app once the grace lapses", async () => {
+    const app = await startApp();
+    const stateFile = join(testScratchDir("agent-journal-"), "subscriptions.json");
+    const first = await startAgent(app.port, { resumeGraceMs: 30_000, stateFile });
+    await (await connectClient(first.agent, "gone")).subscribe(1, app.port, "steal");
+    const { agent, traffic } = await startAgent(app.port, { resumeGraceMs: 300, stateFile });
+    expect(agent.subscriptions.forPort(app.port).map((x) => x.held)).toEqual([true]);
+    expect((await httpCall(traffic, { path: "/later" })).body).toBe("app GET /later body=");
+    expect(agent.subscriptions.forPort(app.port)).toEqual([]);
+    expect(JSON.parse(readFileSync(stateFile, "utf8"))).toEqual({ version: 1, subscriptions: [] });
   });
 
   it("holds a lost session's filtered steal per request; other requests keep reaching the app", async () => {

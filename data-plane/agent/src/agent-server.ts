@@ -1,8 +1,8 @@
 // The agent's network face: the WebSocket endpoint /v1/sessions/{id} that workload
 // routers dial (authenticated before the upgrade: `Authorization: Bearer <secret>` whose
 // sha256 SessionSecrets accepts for that session, else 401), one PortProxy per target
-// port, and the coarse sweep that drops sessions without a protocol ping and expires
-// stolen requests. One WebSocket per session id: a newer connection for the same id
+// port, and the coarse sweep that drops sessions whose peer went silent (no frame within
+// the ping timeout, counting only time the agent read it) and expires stolen requests. One WebSocket per session id: a newer connection for the same id
 // replaces the older one (a router that reconnected), whose resources are released first.
 import {
   createServer as createHttpServer,
@@ -24,6 +24,7 @@ import { AgentSession } from "./agent-session.js";
 import { PortProxy } from "./incoming/port-proxy.js";
 import { ProbeRelay } from "./incoming/probe-relay.js";
 import { PortSubscriptions } from "./incoming/port-subscriptions.js";
+import { SubscriptionJournal } from "./incoming/subscription-journal.js";
 import type { OutgoingOptions } from "./outgoing/outgoing-tcp.js";
 import { DEFAULT_FLOW_LIMITS, type FlowLimits } from "./session-flow.js";
 import type { SessionSecrets } from "./session-secrets.js";
@@ -51,7 +52,11 @@ export interface AgentServerOptions {
   /** Relay ports for the kubelet's probes of the app: always piped to the app (see incoming/probe-relay.ts). */
   probePorts?: readonly TargetPort[];
   outgoing?: OutgoingOptions;
-  /** Drop a session after this long without a protocol ping, ms (default 60 000). */
+  /**
+   * Drop a session after this long without a frame from its peer (the client pings every
+   * 15 s), ms (default 60 000). Time the agent itself did not read the session (a local
+   * socket was full) does not count, up to 10× this (see lib/peer-liveness.ts).
+   */
   pingTimeoutMs?: number;
   /** Coarse sweep period, ms (default min(5 000, pingTimeoutMs / 4)). */
   sweepIntervalMs?: number;
@@ -66,6 +71,11 @@ export interface AgentServerOptions {
   resumeGraceMs?: number;
   /** How long a stolen HTTP request waits for the session, ms (default 60 000). */
   stolenRequestTimeoutMs?: number;
+  /**
+   * Keep the subscriptions in this file (incoming/subscription-journal.ts): a restarted agent
+   * reloads them held, for `resumeGraceMs`, before it accepts traffic. Default: none.
+   */
+  stateFile?: string;
   /** Serve wss:// with this certificate. */
   tls?: { certPem: string; keyPem: string };
   logger: Logger;
@@ -92,6 +102,7 @@ export class AgentServer {
   private readonly holds = new Map<string, NodeJS.Timeout>();
   private readonly portSet: Set<number>;
   private sweepTimer: NodeJS.Timeout | undefined;
+  private readonly journal: SubscriptionJournal | undefined;
   /** app port → the port the agent actually listens on (after listen()). */
   readonly trafficPorts = new Map<number, number>();
 
@@ -113,6 +124,9 @@ export class AgentServer {
     )) {
       throw new OptionError("flow", "limits must satisfy lowWaterBytes < highWaterBytes < hardLimitBytes");
     }
+    this.journal = opts.stateFile
+      ? new SubscriptionJournal({ path: opts.stateFile, subscriptions: this.subscriptions, logger: this.log })
+      : undefined;
     this.portSet = new Set(opts.ports.map((p) => p.appPort));
     if (this.portSet.size !== opts.ports.length)
       throw new OptionError("ports", "each target port may be given once");
@@ -205,6 +219,13 @@ export class AgentServer {
   }
 
   async listen(): Promise<void> {
+    // Known before anything is accepted: traffic of a session this agent served before a
+    // restart waits for that session instead of going to the app.
+    if (this.journal) {
+      for (const id of this.journal.restore())
+        if (!this.holdSession(id, "restored after an agent restart")) this.subscriptions.dropSession(id);
+      this.journal.attach();
+    }
     await new Promise<void>((resolve, reject) => {
       this.server.once("error", reject);
       this.server.listen(this.opts.port, this.opts.host, () => resolve());
@@ -231,6 +252,7 @@ export class AgentServer {
   }
 
   async close(): Promise<void> {
+    this.journal?.stop(); // what was live stays saved for the agent that starts next
     if (this.sweepTimer) clearInterval(this.sweepTimer);
     for (const t of this.holds.values()) clearTimeout(t);
     this.holds.clear();
@@ -244,15 +266,18 @@ export class AgentServer {
     });
   }
 
-  /** Drops sessions whose last protocol ping is too old; expires stolen requests. */
+  /** Drops sessions whose peer went silent (AgentSession.peerSilent); expires stolen requests. */
   sweep(now: number): void {
     for (const s of [...this.sessions.values()]) {
-      if (now - s.lastPingAt > this.pingTimeoutMs) {
+      if (s.peerSilent(now)) {
         this.metrics.counters.pingTimeouts++;
         this.metrics.counters.error("ping_timeout");
+        const unread = s.liveness.paused
+          ? " while the agent could not read it (a local socket was full)"
+          : "";
         s.end(
           "ping_timeout",
-          `no protocol ping within ${Math.round(this.pingTimeoutMs / 1000)} s; subscriptions and connections dropped`,
+          `no frame (nor protocol ping) from the peer within ${s.liveness.describeAllowedSilence()}${unread}; subscriptions and connections dropped`,
           4408,
         );
         continue;
@@ -311,6 +336,7 @@ export class AgentServer {
         outgoing: this.opts.outgoing ?? {},
         maxPayloadBytes: this.maxPayloadBytes,
         stolenRequestTimeoutMs: this.stolenRequestTimeoutMs,
+        pingTimeoutMs: this.pingTimeoutMs,
         onEnd: (s, reason) => this.sessionEnded(s, reason),
       });
       this.sessions.set(sessionId, session);
@@ -321,28 +347,7 @@ export class AgentServer {
     if (this.sessions.get(s.id) !== s) return; // replaced: the newer connection owns the subscriptions
     this.sessions.delete(s.id);
     // Lost, not closed: hold its subscriptions so its traffic waits for it to reconnect.
-    if (reason === "closed" && this.resumeGraceMs > 0) {
-      const ports = this.subscriptions.hold(s.id);
-      if (ports.length > 0) {
-        clearTimeout(this.holds.get(s.id));
-        const timer = setTimeout(() => {
-          this.holds.delete(s.id);
-          const dropped = this.subscriptions.dropHeld(s.id);
-          if (dropped.length > 0)
-            this.log.info(
-              { session: s.id, ports: dropped },
-              "the session did not return in time; dropped its held subscriptions (traffic goes to the app)",
-            );
-        }, this.resumeGraceMs);
-        timer.unref();
-        this.holds.set(s.id, timer);
-        this.log.info(
-          { session: s.id, ports, graceMs: this.resumeGraceMs },
-          "session connection lost; holding its subscriptions until it returns",
-        );
-        return;
-      }
-    }
+    if (reason === "closed" && this.holdSession(s.id, "session connection lost")) return;
     const held = this.holds.get(s.id);
     if (held) {
       clearTimeout(held);
@@ -350,6 +355,33 @@ export class AgentServer {
     }
     const ports = this.subscriptions.dropSession(s.id);
     if (ports.length > 0) this.log.info({ session: s.id, ports }, "dropped the session's subscriptions");
+  }
+
+  /**
+   * Holds a session's subscriptions for `resumeGraceMs` (nothing with a grace of 0). Returns
+   * whether any subscription is held.
+   */
+  private holdSession(id: string, why: string): boolean {
+    if (this.resumeGraceMs === 0) return false;
+    const ports = this.subscriptions.hold(id);
+    if (ports.length === 0) return false;
+    clearTimeout(this.holds.get(id));
+    const timer = setTimeout(() => {
+      this.holds.delete(id);
+      const dropped = this.subscriptions.dropHeld(id);
+      if (dropped.length > 0)
+        this.log.info(
+          { session: id, ports: dropped },
+          "the session did not return in time; dropped its held subscriptions (traffic goes to the app)",
+        );
+    }, this.resumeGraceMs);
+    timer.unref();
+    this.holds.set(id, timer);
+    this.log.info(
+      { session: id, ports, graceMs: this.resumeGraceMs },
+      `${why}; holding its subscriptions until it returns`,
+    );
+    return true;
   }
 
   /** /healthz and /metrics (also served on --metrics-listen by main.ts). */

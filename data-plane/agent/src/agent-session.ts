@@ -5,12 +5,14 @@
 // and connection-scoped traffic (incoming/). Bad frames are answered with a
 // ProtocolError carrying a catalogue code and never affect another session.
 // Everything the session owns — subscriptions, stolen connections, outgoing sockets,
-// file handles — is released by `end()`: on Close, when the WebSocket closes, when no
-// protocol ping arrived within the ping timeout, or when the peer is too slow.
+// file handles — is released by `end()`: on Close, when the WebSocket closes, when the
+// peer went silent (no frame within the ping timeout of reading it; `peerSilent`), or
+// when the peer is too slow.
 import type { Socket } from "node:net";
 import type { Logger } from "pino";
 import type { WebSocket } from "ws";
-import { ErrorCode, isErrorCode } from "../../../proto/error-codes.js";
+import { PeerLiveness } from "../../../lib/peer-liveness.js";
+import { ErrorCode, isErrorCode, webSocketErrorCode } from "../../../proto/error-codes.js";
 import { errorFrame } from "../../../proto/error-frame.js";
 import {
   checkFrame,
@@ -62,6 +64,8 @@ export interface AgentSessionOptions {
   outgoing: OutgoingOptions;
   maxPayloadBytes: number;
   stolenRequestTimeoutMs: number;
+  /** How long the peer may send nothing while the agent reads it, ms (the ping timeout). */
+  pingTimeoutMs: number;
   /** Called once when the session ended (after its resources were released). */
   onEnd(session: AgentSession, reason: string): void;
 }
@@ -81,8 +85,13 @@ export class AgentSession {
   readonly udp: OutgoingUdp;
   readonly files: FileHandles;
   private readonly subscriptionRequests: SubscriptionRequests;
-  /** Time of the Hello or the last protocol ping, ms since the epoch. */
-  lastPingAt = Date.now();
+  /**
+   * Every frame counts (the client pings through the router every 15 s; other frames are
+   * its work); time the agent itself did not read the WebSocket does not.
+   */
+  readonly liveness: PeerLiveness;
+  /** When the agent last pinged a peer it could not read, ms since the epoch. */
+  private busyPingAt = 0;
   version = 0;
   private ended = false;
   /** Sends a frame toward the peer (handlers answer through this). */
@@ -91,6 +100,7 @@ export class AgentSession {
   constructor(private readonly o: AgentSessionOptions) {
     this.id = o.sessionId;
     this.log = o.log.child({ session: o.sessionId });
+    this.liveness = new PeerLiveness(o.pingTimeoutMs);
     this.flow = new SessionFlow(
       o.ws,
       o.socket,
@@ -102,6 +112,7 @@ export class AgentSession {
         o.ws.terminate();
       },
       () => o.counters.backpressurePauses++,
+      this.liveness,
     );
     this.traffic = new SessionTraffic(o.sessionId, this.flow, o.counters, {
       maxPayloadBytes: o.maxPayloadBytes,
@@ -120,7 +131,12 @@ export class AgentSession {
     });
     o.ws.on("message", (data: Buffer, isBinary: boolean) => this.onMessage(data, isBinary));
     o.ws.on("close", () => this.end("closed", "the WebSocket closed"));
-    o.ws.on("error", (err) => this.log.debug({ err: err.message }, "session socket error"));
+    o.ws.on("error", (err) => {
+      // ws closes the socket after a broken WebSocket frame (1002) or an over-long message (1009).
+      const code = webSocketErrorCode(err);
+      if (code) o.counters.error(code);
+      this.log.debug({ err: err.message, code }, "session socket error");
+    });
   }
 
   get isEnded(): boolean {
@@ -134,6 +150,7 @@ export class AgentSession {
   }
 
   onMessage(data: Buffer, isBinary: boolean): void {
+    this.liveness.heard();
     if (this.ended) {
       // Only a closed session still has its socket; a new session needs a new connection.
       const ws = this.o.ws;
@@ -225,7 +242,6 @@ export class AgentSession {
       case F.CONTROL:
         return this.control(data, kind, requestId);
       case F.PING:
-        this.lastPingAt = Date.now();
         // Pong echoes sent_at_micros, which has Ping's field number: reuse the payload bytes.
         this.flow.send(
           encodeRaw(
@@ -297,7 +313,6 @@ export class AgentSession {
           return;
         }
         this.version = v;
-        this.lastPingAt = Date.now();
         this.log.info({ peer: hello.peer.slice(0, 64), version: v }, "session hello");
         this.flow.send(
           encodeFrame({ family: F.CONTROL, kind: pb.ControlKind.HELLO_ACK, requestId }, pb.HelloAckSchema, {
@@ -331,6 +346,27 @@ export class AgentSession {
         return;
       }
     }
+  }
+
+  /**
+   * The agent's sweep: true once the peer has been silent too long (PeerLiveness: while
+   * the agent does not read it, up to a ceiling). Meanwhile a session whose reading is
+   * paused pings its peer every quarter of the ping timeout: the router's pings wait unread
+   * behind the paused data, and this tells it the agent is busy, not dead. Not more often:
+   * the peer cannot send its pongs either, and ws drops a peer with 60 pongs pending, which
+   * must take longer than the ceiling.
+   */
+  peerSilent(now: number): boolean {
+    const ws = this.o.ws;
+    if (
+      this.flow.readingBlocked &&
+      now - this.busyPingAt >= this.o.pingTimeoutMs / 4 &&
+      ws.readyState === ws.OPEN
+    ) {
+      this.busyPingAt = now;
+      ws.ping();
+    }
+    return this.liveness.expired(now);
   }
 
   /** Ends the session once: releases everything it owns and closes its WebSocket. */

@@ -39,6 +39,7 @@ interface Flags {
   metricsListen?: string;
   pingTimeoutMs: string;
   resumeGraceMs: string;
+  stateFile?: string;
   logLevel: string;
   tlsCert?: string;
   tlsKey?: string;
@@ -252,7 +253,10 @@ async function main(): Promise<void> {
       ),
     )
     .addOption(
-      new Option("--ping-timeout-ms <n>", "drop a session after this long without a protocol ping")
+      new Option(
+        "--ping-timeout-ms <n>",
+        "drop a session after this long without a frame (protocol pings included) while reading it",
+      )
         .env(env("PING_TIMEOUT_MS"))
         .default("60000"),
     )
@@ -263,6 +267,12 @@ async function main(): Promise<void> {
       )
         .env(env("RESUME_GRACE_MS"))
         .default("10000"),
+    )
+    .addOption(
+      new Option(
+        "--state-file <path>",
+        "keep the subscriptions here; a restarted agent reloads them held (--resume-grace-ms) before it accepts traffic",
+      ).env(env("STATE_FILE")),
     )
     .addOption(new Option("--log-level <level>", "pino log level").env(env("LOG_LEVEL")).default("info"))
     .addOption(new Option("--tls-cert <path>", "serve wss:// with this certificate").env(env("TLS_CERT")))
@@ -316,6 +326,7 @@ async function main(): Promise<void> {
     outgoing: f.outboundBind ? { bindAddress: f.outboundBind } : {},
     pingTimeoutMs,
     resumeGraceMs,
+    ...(f.stateFile ? { stateFile: f.stateFile } : {}),
     logger: log,
     ...(f.tlsCert && f.tlsKey
       ? { tls: { certPem: readFileSync(f.tlsCert, "utf8"), keyPem: readFileSync(f.tlsKey, "utf8") } }

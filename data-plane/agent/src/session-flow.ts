@@ -7,9 +7,11 @@
 // - from the peer: when a local socket's write buffer is full, reading the WebSocket
 //   stops until that socket drains. The protocol has no per-stream windows, so this
 //   blocks the session's other streams for that time — bounded memory over fairness.
+//   The session's liveness is told (the peer's silence is no evidence while unread).
 import type { Socket } from "node:net";
 import type { WebSocket } from "ws";
 import { coalesceWrites } from "../../../lib/coalesced-writes.js";
+import type { PeerLiveness } from "../../../lib/peer-liveness.js";
 
 export interface FlowLimits {
   /** Pause sources once this many bytes are queued toward the peer. Bytes; default 1 MiB. */
@@ -48,6 +50,8 @@ export class SessionFlow {
     private readonly limits: FlowLimits,
     private readonly onTooSlow: () => void,
     private readonly onPause: () => void,
+    /** Told when reading the peer stops and starts again. */
+    private readonly liveness?: PeerLiveness,
   ) {
     raw.on("drain", () => this.drained());
   }
@@ -112,6 +116,7 @@ export class SessionFlow {
     if (!this.readingPaused) {
       this.readingPaused = true;
       this.ws.pause();
+      this.liveness?.pause();
     }
     let done = false;
     wait(() => {
@@ -121,6 +126,7 @@ export class SessionFlow {
       if (this.blockedWrites === 0 && this.readingPaused) {
         this.readingPaused = false;
         this.ws.resume();
+        this.liveness?.resume();
       }
     });
   }

@@ -272,7 +272,14 @@ export class FrameRouting {
   fromUpstream(link: UpstreamLink, data: Buffer, isBinary: boolean): void {
     if (this.client.closed || link.state === "closed") return;
     if (!isBinary)
-      return this.badUpstreamFrame(link, ErrorCode.FRAME_NOT_BINARY, "text messages are not frames", 0, 0, 0);
+      return this.badUpstreamFrame(
+        link,
+        ErrorCode.FRAME_NOT_BINARY,
+        "text WebSocket messages are not frames; send binary messages",
+        0,
+        0,
+        0,
+      );
     const check = checkFrame(data, this.limits.maxPayloadBytes);
     if (check !== FrameCheck.Ok) {
       const e = frameCheckError(check, data, this.limits.maxPayloadBytes);
@@ -280,8 +287,11 @@ export class FrameRouting {
     }
     const family = data[0]!;
     const kind = data[1]!;
-    // Kinds 2 and 3 are traffic DATA and CLOSE, which travel both ways.
-    if (!(kind & KIND_TOWARD_CLIENT) && !(kind === 2 || kind === 3) && family !== F.CONTROL) {
+    // Answers travel toward the client; so do DATA (2) and CLOSE (3) of the stream families,
+    // which travel both ways. Kinds 2 and 3 of other families are requests (a file READ, a
+    // DNS REVERSE, a STEAL): never from an upstream.
+    const stream = family === F.TRAFFIC || family === F.OUTGOING_TCP || family === F.OUTGOING_UDP;
+    if (!(kind & KIND_TOWARD_CLIENT) && !(stream && (kind === 2 || kind === 3)) && family !== F.CONTROL) {
       return this.badUpstreamFrame(
         link,
         ErrorCode.FRAME_WRONG_DIRECTION,

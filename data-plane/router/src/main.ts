@@ -125,7 +125,10 @@ async function main(): Promise<void> {
         .default("8388608"),
     )
     .addOption(
-      new Option("--ws-ping-interval-ms <n>", "WebSocket ping interval on every socket")
+      new Option(
+        "--ws-ping-interval-ms <n>",
+        "WebSocket ping interval on every socket; a peer silent for two intervals while read is dropped",
+      )
         .env(env("WS_PING_INTERVAL_MS"))
         .default("30000"),
     )
@@ -205,6 +208,7 @@ async function main(): Promise<void> {
       routerId: f.routerId,
       sink: router.table,
       liveSessions: () => router.sessions.liveSessionIds(),
+      onRejected: () => router.metrics.event("routes_rejected"),
       credentials: {
         ...(token ? { token: () => readFileSync(token, "utf8").trim() } : {}),
         ...(ca

@@ -85,6 +85,8 @@ export interface RouteDiscoveryClientOptions {
   keepaliveIntervalMs?: number;
   /** A stream open this long without error resets the backoff, ms (default 5 000). */
   stableAfterMs?: number;
+  /** Called once for every push NACKed, with the error detail sent (the router counts them). */
+  onRejected?: (detail: string) => void;
   logger?: Logger;
 }
 
@@ -325,15 +327,14 @@ export class RouteDiscoveryClient {
   private apply(res: DiscoveryResponse__Output): DiscoveryRequest {
     const nack = (message: string): DiscoveryRequest => {
       this.stats.pushesRejected++;
+      const detail = message.slice(0, 1024) || "rejected";
+      // What a control plane sent may be anything: the log line stays bounded.
       this.log.warn(
-        { version: res.versionInfo, nonce: res.nonce, err: message },
+        { version: res.versionInfo.slice(0, 256), nonce: res.nonce.slice(0, 64), err: detail },
         "routing push rejected (NACK)",
       );
-      return {
-        versionInfo: this.appliedVersion,
-        responseNonce: res.nonce,
-        errorDetail: { message: message.slice(0, 1024) || "rejected" },
-      };
+      this.opts.onRejected?.(detail);
+      return { versionInfo: this.appliedVersion, responseNonce: res.nonce, errorDetail: { message: detail } };
     };
     if (res.versionInfo === "") return nack("push carries no version_info");
     if (res.nonce === "") return nack("push carries no nonce");

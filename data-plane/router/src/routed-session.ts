@@ -1,13 +1,15 @@
 // One session attached to this router: the client's WebSocket and one UpstreamLink per
 // upstream in the route. This is the session's lifecycle and protocol face — the client's
 // Hello, frame checks, links added, lost, returning or removed as the route changes,
-// WebSocket pings on the coarse sweep, close — while FrameRouting decides where each
-// frame goes and SessionFlowControl keeps the session's memory bounded (a congested peer
-// pauses the socket that feeds it; other sessions never wait for this one).
+// WebSocket pings and the client's liveness on the coarse sweep, close — while
+// FrameRouting decides where each frame goes and SessionFlowControl keeps the session's
+// memory bounded (a congested peer pauses the socket that feeds it; other sessions never
+// wait for this one).
 import type { Socket } from "node:net";
 import type { Logger } from "pino";
 import type WebSocket from "ws";
-import { ErrorCode } from "../../../proto/error-codes.js";
+import { PeerLiveness } from "../../../lib/peer-liveness.js";
+import { ErrorCode, webSocketErrorCode } from "../../../proto/error-codes.js";
 import {
   checkFrame,
   decodePayload,
@@ -39,7 +41,10 @@ import { UpstreamLink, type FlowLimits } from "./upstream-link.js";
 /** Every limit of a session; `defaultLimits` in router-server.ts has the defaults. */
 export interface SessionLimits extends RoutingLimits {
   flow: FlowLimits;
-  /** WebSocket ping interval on every upstream and the client. Milliseconds; default 30 000. */
+  /**
+   * WebSocket ping interval on every upstream and the client. A peer silent for two of them
+   * while the router reads it is dropped (see `sweep`). Milliseconds; default 30 000.
+   */
   wsPingIntervalMs: number;
   /** First upstream reconnect delay and its cap. Milliseconds; default 250 → 10 000. */
   backoff: { initialMs: number; maxMs: number };
@@ -70,7 +75,8 @@ export class RoutedSession {
   private readonly routing: FrameRouting;
   private helloDone = false;
   private clientLastPing = Date.now();
-  private clientAwaitingPong = false;
+  /** Anything from the client counts: frames (its protocol pings), pings, pongs, drains of our writes. */
+  private readonly clientLiveness: PeerLiveness;
 
   constructor(
     route: SessionRoute,
@@ -84,15 +90,30 @@ export class RoutedSession {
     this.id = route.sessionId;
     this.route = route;
     this.client = new ClientChannel(ws, metrics);
-    this.flow = new SessionFlowControl(ws, clientSocket, limits.flow, metrics, () => this.clientTooSlow());
+    const liveness = new PeerLiveness(2 * limits.wsPingIntervalMs);
+    this.clientLiveness = liveness;
+    this.flow = new SessionFlowControl(ws, clientSocket, limits.flow, metrics, liveness, () =>
+      this.clientTooSlow(),
+    );
     this.routing = new FrameRouting(this.client, this.flow, limits, metrics, log);
-    ws.on("message", (data: Buffer, isBinary) => this.fromClient(data, isBinary));
-    ws.on("pong", () => {
-      this.clientAwaitingPong = false;
+    ws.on("message", (data: Buffer, isBinary) => {
+      liveness.heard();
+      this.fromClient(data, isBinary);
     });
+    ws.on("pong", () => liveness.heard());
+    // A client that cannot read us (its local program is slow) pings to say it is busy.
+    ws.on("ping", () => liveness.heard());
     ws.on("close", () => this.dispose("client disconnected"));
-    ws.on("error", (err) => this.log.info({ err: err.message }, "client socket error"));
-    clientSocket.on("drain", () => this.flow.clientDrained(this.routing.upstreams()));
+    ws.on("error", (err) => {
+      // ws closes the socket after a broken WebSocket frame (1002) or an over-long message (1009).
+      const code = webSocketErrorCode(err);
+      if (code) this.metrics.badFrame("client", code);
+      this.log.info({ err: err.message, code }, "client socket error");
+    });
+    clientSocket.on("drain", () => {
+      liveness.heard();
+      this.flow.clientDrained(this.routing.upstreams());
+    });
     for (const u of route.upstreams) this.addLink(u);
   }
 
@@ -179,6 +200,7 @@ export class RoutedSession {
       { min: hello.minVersion, max: hello.maxVersion },
     );
     if (version === undefined) {
+      this.metrics.badFrame("client", ErrorCode.PROTOCOL_VERSION_UNSUPPORTED);
       this.client.error(
         ErrorCode.PROTOCOL_VERSION_UNSUPPORTED,
         `client speaks protocol versions ${hello.minVersion}-${hello.maxVersion}, this router ${PROTOCOL_VERSION_MIN}-${PROTOCOL_VERSION_MAX}; upgrade the older side`,
@@ -224,6 +246,7 @@ export class RoutedSession {
         maxPayloadBytes: this.limits.maxPayloadBytes,
         backoff: this.limits.backoff,
         connectTimeoutMs: this.limits.connectTimeoutMs,
+        pingIntervalMs: this.limits.wsPingIntervalMs,
         unmasked: this.limits.unmasked,
         counters: this.metrics.clusterCounters(metricsCluster(u)),
         log: this.log,
@@ -282,19 +305,27 @@ export class RoutedSession {
 
   // ---------------------------------------------------------------- housekeeping
 
-  /** The router's one-second sweep: merge timeouts and WebSocket pings. */
+  /**
+   * The router's coarse sweep: merge timeouts, WebSocket pings, liveness. The client is
+   * dead once nothing came from it for two ping intervals while the router read it; while
+   * the router does not read it (an upstream is congested) that silence does not count, up
+   * to 10× (lib/peer-liveness.ts).
+   */
   sweep(now: number): void {
     if (this.client.closed) return;
     this.routing.sweep(now);
-    for (const link of this.routing.upstreams()) link.sweep(now, this.limits.wsPingIntervalMs);
+    for (const link of this.routing.upstreams()) link.sweep(now);
+    const liveness = this.clientLiveness;
+    if (liveness.expired(now)) {
+      this.log.info(
+        { silentMs: liveness.allowedSilenceMs, paused: liveness.paused },
+        "nothing came from the client (no pong, no frame); closing",
+      );
+      this.client.ws.terminate();
+      this.dispose("client ping timeout");
+      return;
+    }
     if (now - this.clientLastPing >= this.limits.wsPingIntervalMs) {
-      if (this.clientAwaitingPong) {
-        this.log.info("client did not answer a WebSocket ping; closing");
-        this.client.ws.terminate();
-        this.dispose("client ping timeout");
-        return;
-      }
-      this.clientAwaitingPong = true;
       this.clientLastPing = now;
       this.client.ws.ping();
     }

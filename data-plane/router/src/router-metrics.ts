@@ -5,6 +5,7 @@
 // routing table; counters of labels no longer in the table are dropped), family, direction,
 // reason. Never a session id.
 import { Counter, Gauge, Histogram, Registry } from "prom-client";
+import type { ErrorCode } from "../../../proto/error-codes.js";
 import { FrameFamily } from "../../../proto/gen/session_pb.js";
 
 const FAMILY_NAMES: string[] = [];
@@ -100,7 +101,8 @@ export class RouterMetrics {
       help:
         "Notable router events by name: backpressure_pause_client, backpressure_pause_upstream, " +
         "shed_ping_congested, client_too_slow, upstream_too_slow, merge_timeout, auth_failed, " +
-        "session_not_found, session_creating, client_replaced, session_removed, resubscribe_refused.",
+        "session_not_found, session_creating, client_replaced, session_removed, resubscribe_refused, " +
+        "routes_rejected (a RouteDiscovery push NACKed).",
       labelNames: ["event"],
       registers: [this.registry],
       collect() {
@@ -181,7 +183,8 @@ export class RouterMetrics {
     for (const label of this.clusters.keys()) if (!inUse.has(label)) this.clusters.delete(label);
   }
 
-  badFrame(source: "client" | "upstream", code: string): void {
+  /** Counts a rejected frame; `code` is a catalogue code, so the label set stays bounded. */
+  badFrame(source: "client" | "upstream", code: ErrorCode): void {
     const key = `${source}|${code}`;
     this.badFrames.set(key, (this.badFrames.get(key) ?? 0) + 1);
   }

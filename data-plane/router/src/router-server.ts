@@ -125,7 +125,9 @@ export class RouterServer {
       bufferedBytes: () => this.buffered(),
       table: () => ({ sessions: this.table.size, updatedAtSeconds: this.table.updatedAt / 1000 }),
     });
-    this.sessions = new SessionRegistry(this.table, this.limits, this.metrics, this.log);
+    // One coarse sweep, fine enough to keep ping intervals below a second honest.
+    const sweepMs = Math.min(1000, this.limits.wsPingIntervalMs / 4);
+    this.sessions = new SessionRegistry(this.table, this.limits, this.metrics, this.log, sweepMs);
     this.wss = new WebSocketServer({
       noServer: true,
       perMessageDeflate: false,

@@ -31,10 +31,16 @@ const SESSION_RE = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,316}$/;
 const DNS_NAME_RE =
   /^(?=.{1,253}$)[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?(\.[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)*$/;
 
-/** Checks one route; returns what is wrong, or undefined. */
+/** A value of a pushed table in a message: quoted and cut short (a table may carry anything). */
+function quote(value: string): string {
+  const q = JSON.stringify(value.slice(0, 64));
+  return value.length <= 64 ? q : `${q}… (${value.length} characters)`;
+}
+
+/** Checks one route; returns what is wrong (naming the field), or undefined. */
 export function routeProblem(route: SessionRoute): string | undefined {
   if (!SESSION_RE.test(route.sessionId))
-    return `session id ${JSON.stringify(route.sessionId)} is not a valid id`;
+    return `session_id ${quote(route.sessionId)} is not a valid id: 1-317 characters of [A-Za-z0-9._:-], starting with a letter or digit`;
   const where = `session ${route.sessionId}`;
   if (!isSecretHash(route.clientKeyHash))
     return `${where}: client_key_hash must be 64 lowercase hex characters (sha256)`;
@@ -44,20 +50,20 @@ export function routeProblem(route: SessionRoute): string | undefined {
   let defaults = 0;
   for (const u of route.upstreams) {
     if (!CLUSTER_RE.test(u.cluster))
-      return `${where}: upstream cluster ${JSON.stringify(u.cluster)} is not an RFC 1123 label`;
+      return `${where}: upstream cluster ${quote(u.cluster)} is not an RFC 1123 label (1-63 of a-z, 0-9, '-')`;
     if (seen.has(u.cluster)) return `${where}: upstream cluster ${u.cluster} is listed twice`;
     seen.add(u.cluster);
     let url: URL;
     try {
       url = new URL(u.url);
     } catch {
-      return `${where}: upstream ${u.cluster} url ${JSON.stringify(u.url)} is not a URL`;
+      return `${where}: upstream ${u.cluster} url ${quote(u.url)} is not a URL`;
     }
     if (url.protocol !== "ws:" && url.protocol !== "wss:")
       return `${where}: upstream ${u.cluster} url must be ws:// or wss://, got ${url.protocol}`;
-    if (u.secret.length === 0) return `${where}: upstream ${u.cluster} has no secret`;
+    if (u.secret.length === 0) return `${where}: upstream ${u.cluster} secret is empty`;
     if (u.serverName !== "" && (isIP(u.serverName) !== 0 || !DNS_NAME_RE.test(u.serverName)))
-      return `${where}: upstream ${u.cluster} server_name ${JSON.stringify(u.serverName)} is not a DNS name (give the name its certificate carries, or "" for the URL's host)`;
+      return `${where}: upstream ${u.cluster} server_name ${quote(u.serverName)} is not a DNS name (give the name its certificate carries, or "" for the URL's host)`;
     if (u.isDefault) defaults++;
   }
   if (route.state === SessionState.READY) {
@@ -122,10 +128,11 @@ export class RoutingTable implements RouteSink {
     const ids = new Set<string>();
     for (const route of delta.upserts) {
       const problem = routeProblem(route);
-      if (problem) throw new RouteTableError(`routing table version ${delta.version} rejected: ${problem}`);
+      if (problem)
+        throw new RouteTableError(`routing table version ${quote(delta.version)} rejected: ${problem}`);
       if (ids.has(route.sessionId))
         throw new RouteTableError(
-          `routing table version ${delta.version} rejected: session ${route.sessionId} upserted twice`,
+          `routing table version ${quote(delta.version)} rejected: session ${route.sessionId} upserted twice`,
         );
       ids.add(route.sessionId);
     }

@@ -3,9 +3,11 @@
 // dropped. Upstream congested → stop reading the client (TCP backpressure to the client);
 // client congested → stop reading the upstream that wrote. Reading resumes once the
 // congested side drained. Only this session's sockets are paused: nothing waits globally.
+// The paused socket's liveness is told: its peer's silence is no evidence while unread.
 import type { Socket } from "node:net";
 import type WebSocket from "ws";
 import { coalesceWrites } from "../../../lib/coalesced-writes.js";
+import type { PeerLiveness } from "../../../lib/peer-liveness.js";
 import type { RouterMetrics } from "./router-metrics.js";
 import { Sent, type FlowLimits, type UpstreamLink } from "./upstream-link.js";
 
@@ -19,6 +21,7 @@ export class SessionFlowControl {
     private readonly clientSocket: Socket,
     private readonly limits: FlowLimits,
     private readonly metrics: RouterMetrics,
+    private readonly clientLiveness: PeerLiveness,
     /** The client's queue passed the hard limit: the session drops it. */
     private readonly clientTooSlow: () => void,
   ) {}
@@ -35,6 +38,7 @@ export class SessionFlowControl {
       if (!this.clientPaused) {
         this.clientPaused = true;
         this.client.pause();
+        this.clientLiveness.pause();
         this.metrics.event("backpressure_pause_client");
       }
     } else if (r === Sent.Rejected && link.state === "open") {
@@ -84,6 +88,7 @@ export class SessionFlowControl {
     if (this.blockedOn.size === 0 && this.clientPaused) {
       this.clientPaused = false;
       this.client.resume();
+      this.clientLiveness.resume();
     }
   }
 

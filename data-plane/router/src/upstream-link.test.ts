@@ -73,6 +73,7 @@ function link(url: string, serverName: string) {
       maxPayloadBytes: 1 << 20,
       backoff: { initialMs: 60_000, maxMs: 60_000 },
       connectTimeoutMs: 5_000,
+      pingIntervalMs: 30_000,
       unmasked: false,
       counters: new TrafficCounters("pod-a"),
       log: pino({ level: "silent" }),

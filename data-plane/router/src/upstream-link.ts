@@ -1,14 +1,16 @@
 // One session's WebSocket to one upstream (a workload gateway router or an agent).
 // Owns the connection lifecycle: dial with the upstream's secret, Hello/HelloAck
 // version negotiation, a bounded queue while connecting, reconnect with jittered
-// exponential backoff, WebSocket pings on the router's coarse sweep, and send-side
-// high-water marks. It knows nothing about routing or the session's state (connection
-// ids, subscriptions): frames and link events go up to RoutedSession.
+// exponential backoff, liveness (WebSocket pings on the router's coarse sweep; see
+// `sweep`), and send-side high-water marks. It knows nothing about routing or the
+// session's state (connection ids, subscriptions): frames and link events go up to
+// RoutedSession.
 import type { Socket } from "node:net";
 import type { Logger } from "pino";
 import WebSocket from "ws";
 import { Backoff } from "../../../lib/backoff.js";
 import { coalesceWrites } from "../../../lib/coalesced-writes.js";
+import { PeerLiveness } from "../../../lib/peer-liveness.js";
 import {
   CloseSchema,
   ControlKind,
@@ -53,6 +55,8 @@ export interface UpstreamLinkOptions {
   backoff: { initialMs: number; maxMs: number };
   /** WebSocket handshake timeout. Milliseconds. */
   connectTimeoutMs: number;
+  /** WebSocket ping period; an upstream silent for two of them is dropped (see `sweep`). Milliseconds. */
+  pingIntervalMs: number;
   /** Send unmasked client frames (a zero mask): saves a copy per frame; only for trusted paths. */
   unmasked: boolean;
   counters: TrafficCounters;
@@ -99,7 +103,8 @@ export class UpstreamLink {
   private everUp = false;
   private retryTimer: NodeJS.Timeout | undefined;
   private lastPingAt = 0;
-  private awaitingPong = false;
+  /** The current connection's peer (replaced on every dial). */
+  private liveness: PeerLiveness;
 
   constructor(
     readonly opts: UpstreamLinkOptions,
@@ -108,6 +113,7 @@ export class UpstreamLink {
     this.cluster = opts.cluster;
     this.isDefault = opts.isDefault;
     this.backoff = new Backoff({ ...opts.backoff, multiplier: 2 });
+    this.liveness = new PeerLiveness(2 * opts.pingIntervalMs);
   }
 
   /** Bytes queued toward the upstream (WebSocket buffer, or the pre-hello queue). */
@@ -142,10 +148,14 @@ export class UpstreamLink {
     };
     const ws = new WebSocket(o.url, options);
     this.ws = ws;
+    const liveness = new PeerLiveness(2 * o.pingIntervalMs);
+    this.liveness = liveness;
     ws.binaryType = "nodebuffer";
     ws.on("upgrade", (res) => {
       this.raw = res.socket as Socket;
       this.raw.on("drain", () => {
+        // Our bytes moved on: the upstream reads them, so it lives.
+        liveness.heard();
         if (this.ws === ws && ws.bufferedAmount <= o.limits.lowWaterBytes) this.events.drained(this);
       });
     });
@@ -160,6 +170,7 @@ export class UpstreamLink {
       this.lastPingAt = Date.now();
     });
     ws.on("message", (data: Buffer, isBinary) => {
+      liveness.heard();
       if (
         this.state === "connecting" &&
         isBinary &&
@@ -184,9 +195,9 @@ export class UpstreamLink {
       c.fromUpstreamBytes[f]! += data.length;
       this.events.frame(this, data, isBinary);
     });
-    ws.on("pong", () => {
-      this.awaitingPong = false;
-    });
+    ws.on("pong", () => liveness.heard());
+    // An upstream that cannot read us (its own downstream is full) pings to say it is busy.
+    ws.on("ping", () => liveness.heard());
     ws.on("error", (err) => this.fail(err.message));
     ws.on("close", (code, reason) =>
       this.fail(`connection closed (${code}${reason.length ? ` ${reason.toString()}` : ""})`),
@@ -247,6 +258,7 @@ export class UpstreamLink {
     if (!this.readingPaused && this.ws) {
       this.readingPaused = true;
       this.ws.pause();
+      this.liveness.pause();
     }
   }
 
@@ -254,17 +266,27 @@ export class UpstreamLink {
     if (this.readingPaused) {
       this.readingPaused = false;
       this.ws?.resume();
+      this.liveness.resume();
     }
   }
 
-  /** Called by the router's coarse sweep: WebSocket ping every `intervalMs`, dead if the last one got no pong. */
-  sweep(now: number, intervalMs: number): void {
-    if (this.state !== "open" || now - this.lastPingAt < intervalMs) return;
-    if (this.awaitingPong) {
-      this.fail(`no WebSocket pong within ${Math.round(intervalMs / 1000)} s`);
+  /**
+   * Called by the router's coarse sweep: a WebSocket ping every `pingIntervalMs`; the
+   * upstream is dead once nothing (a pong, a frame, its own ping, a drain of our writes)
+   * came from it for two intervals while the router read it. While the router does not
+   * read it (the client is congested), its pongs wait unread: that silence does not count,
+   * up to 10× (lib/peer-liveness.ts).
+   */
+  sweep(now: number): void {
+    if (this.state !== "open") return;
+    if (this.liveness.expired(now)) {
+      const paused = this.liveness.paused ? " while the router could not read it" : "";
+      this.fail(
+        `no WebSocket pong (nor any frame) within ${this.liveness.describeAllowedSilence()}${paused}`,
+      );
       return;
     }
-    this.awaitingPong = true;
+    if (now - this.lastPingAt < this.opts.pingIntervalMs) return;
     this.lastPingAt = now;
     this.ws!.ping();
   }
@@ -281,7 +303,6 @@ export class UpstreamLink {
     this.state = "down";
     this.lastError = error;
     this.readingPaused = false;
-    this.awaitingPong = false;
     this.queue = [];
     this.queuedBytes = 0;
     // Half of each delay is random ("equal jitter"): the sessions of an upstream that

@@ -43,6 +43,16 @@ export const SqsQueueSplit = Type.Object({
       minProperties: 1,
       maxProperties: 16,
       keyMaxLength: 256,
+      // The API server compiles each value (RE2, as CEL's matches() does): a pattern that does not
+      // compile fails this rule with the compiler's error, the field and this message.
+      rules: [
+        {
+          rule: "self.all(k, ''.matches(self[k]) in [true, false])",
+          message:
+            "every value must be a regular expression in RE2 syntax (no backreferences or lookaround): " +
+            "fix the pattern the error quotes",
+        },
+      ],
     },
   ),
 });

@@ -100,7 +100,14 @@ export const NonNegativeInt = (description: string) =>
 export function MapOf<V extends TSchema>(
   keyPattern: string,
   value: V,
-  options: { description: string; maxProperties: number; keyMaxLength: number; minProperties?: number },
+  options: {
+    description: string;
+    maxProperties: number;
+    keyMaxLength: number;
+    minProperties?: number;
+    /** More CEL rules on the map (`self` is the map), e.g. on its values. */
+    rules?: CelRule[];
+  },
 ) {
   const keyRule: CelRule = {
     rule: `self.all(k, size(k) <= ${options.keyMaxLength} && k.matches(${JSON.stringify(keyPattern)}))`,
@@ -112,7 +119,7 @@ export function MapOf<V extends TSchema>(
     // Closes the map for Value.Check; the translator drops it (Kubernetes uses the CEL rule).
     additionalProperties: false,
     ...(options.minProperties !== undefined ? { minProperties: options.minProperties } : {}),
-    ...cel(keyRule),
+    ...cel(keyRule, ...(options.rules ?? [])),
   });
 }
 

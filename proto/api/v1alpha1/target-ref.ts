@@ -14,8 +14,10 @@ const targetRegExp = new RegExp(TARGET_PATTERN);
 export class InvalidTargetError extends Error {
   readonly code = "SWITCHYARD_INVALID_TARGET";
   constructor(target: string) {
+    // Quoted on one line and cut: the target may come from a flag or a file of any size.
+    const shown = JSON.stringify(target.length > 80 ? `${target.slice(0, 80)}…` : target);
     super(
-      `invalid target "${target}": expected deployment/<name>, statefulset/<name> or pod/<name>, ` +
+      `invalid target ${shown}: expected deployment/<name>, statefulset/<name> or pod/<name>, ` +
         `optionally followed by /container/<container>`,
     );
     this.name = "InvalidTargetError";

@@ -113,6 +113,33 @@ describe("an eks cluster keyed by its EKS name", () => {
       expect(webhook.reviews.length).toBeGreaterThan(0);
       expect(webhook.reviews.every((r) => r.authenticated)).toBe(true);
       expect(lines.join("")).not.toContain("k8s-aws-v1.");
+
+      // Renamed as AWS spells it, same derived label: the registry signs the new name at once
+      // (the remote accepts only "Prod_EKS", so the cluster now reports the refusal).
+      await putConfigMap(
+        primary,
+        "switchyard-clusters",
+        stringify({
+          enabled: true,
+          clusterName: "primary",
+          managementOnly: true,
+          defaultCluster: "PROD_eks",
+          clusters: {
+            PROD_eks: { authType: "eks", server: eks.server, caData: b64(eks.caPem), region: "eu-north-1" },
+          },
+        }),
+      );
+      await eventually(
+        "the new EKS name configured",
+        () => registry.config()?.remotes[0]?.eksClusterName === "PROD_eks",
+      );
+      const refused = await eventually("prod-eks refused under the new name", async () => {
+        const o = await switchyardOperatorClient(primary).get({ name: "operator" });
+        const c = o?.status?.connectedClusters?.find((x) => x.name === "prod-eks");
+        return c && !c.connected ? c : undefined;
+      });
+      expect(refused.error).toMatch(/401|[Uu]nauthorized/);
+      expect(webhook.reviews.some((r) => !r.authenticated)).toBe(true);
     } finally {
       stop.abort();
       await run.catch(() => undefined);

@@ -298,18 +298,18 @@ describe("member mode with process agents", () => {
       // The Primary renews it; 40 s later (member clock) it is still within its TTL.
       await sessions().patchStatus({ namespace: NS, name: child }, { renewedAt: new Date().toISOString() });
       offsetMs = 40_000;
-      const before = await reconciles(m.member.controller.metrics);
-      m.member.controller.enqueue({ namespace: NS, name: child });
+      const before = await reconciles(m.member.metrics);
+      m.member.enqueue({ namespace: NS, name: child });
       await eventually(
         "a reconcile at the later time",
-        async () => (await reconciles(m.member.controller.metrics)) > before,
+        async () => (await reconciles(m.member.metrics)) > before,
       );
       expect((await get(child))?.status?.phase).toBe("Ready");
       expect((await get(child))?.metadata.deletionTimestamp).toBeUndefined();
 
       // No renewal for longer than ttlSeconds: the member deletes it by itself and cleans up.
       offsetMs = 120_000;
-      m.member.controller.enqueue({ namespace: NS, name: child });
+      m.member.enqueue({ namespace: NS, name: child });
       await gone(child);
       expect(provisioner.records()).toEqual([]);
       expect(m.routes.get(key(child))).toBeUndefined();

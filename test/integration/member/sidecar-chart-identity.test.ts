@@ -17,6 +17,7 @@ import {
   type V1Deployment,
   type V1StatefulSet,
 } from "@kubernetes/client-node";
+import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   AGENT_CONTAINER,
@@ -155,10 +156,12 @@ describe("the sidecar provisioner with the chart's control-plane identity", () =
           body: { ...body, spec: { ...body.spec, serviceName: name } },
         });
       const before = await read();
+      const logs: string[] = [];
       const provisioner = new SidecarAgentProvisioner({
         kubeConfig: asControlPlane,
         agentImage: "example.test/switchyard-agent:1",
         redirectImage: "example.test/switchyard-iptables:1",
+        logger: pino({ level: "info" }, { write: (l: string) => void logs.push(l) }),
       });
       const signal = new AbortController().signal;
       const r = await provisioner.ensure({ resolved: resolved(NS, kind, name), secretHash: HASH, signal });
@@ -185,6 +188,10 @@ describe("the sidecar provisioner with the chart's control-plane identity", () =
       await provisioner.release({ namespace: NS, kind, name, id: `${NS}/${kind}/${name}` });
       const after = await read();
       expect(JSON.stringify(after.spec!.template)).toBe(JSON.stringify(before.spec!.template));
+      // The API server's defaults in what we wrote are not a user's edit: the saved original is
+      // put back as it is, with no warning.
+      expect(logs.join("")).toContain("restored the original pod template");
+      expect(logs.join("")).not.toContain("changed while the sidecar was in");
       expect(JSON.stringify(after.metadata!.annotations)).toBe(JSON.stringify(before.metadata!.annotations));
       // Safe to repeat.
       await provisioner.release({ namespace: NS, kind, name, id: `${NS}/${kind}/${name}` });

@@ -622,6 +622,52 @@ describe("primary-mode session lifecycle", () => {
     expect(metrics).not.toContain(name);
   });
 
+  it("keeps a Ready session routed through a workload cluster's API outage, Degraded, and recovers after", async () => {
+    const name = await createSession();
+    live.add(key(name)); // a client stays attached throughout: the session outlives its TTL
+    await waitPhase(name, "Ready");
+    for (const sink of sinks)
+      await eventually("route with three upstreams", () => sink.table.get(key(name))?.upstreams.length === 3);
+    await set.get("west").stopApiServer();
+    try {
+      const degraded = await eventually("Degraded with west unreachable", async () => {
+        const p = await getParent(name);
+        const d = p?.status?.conditions?.find((c) => c.type === "Degraded");
+        return d?.status === "True" && d.reason === "ClusterUnreachable" ? p : undefined;
+      });
+      expect(degraded.status!.phase).toBe("Ready");
+      expect(degraded.status!.children!.west).toMatchObject({ ready: true, gateway: expect.any(String) });
+      expect(degraded.status!.children!.west!.error).toMatch(/unreachable, routed to its last known gateway/);
+      // Several rounds later the route still holds every cluster: the session never left Ready.
+      await new Promise((r) => setTimeout(r, 3_000));
+      const still = await getParent(name);
+      expect(still?.status?.phase).toBe("Ready");
+      for (const sink of sinks)
+        expect(
+          sink.table
+            .get(key(name))
+            ?.upstreams.map((u) => u.cluster)
+            .sort(),
+        ).toEqual([...CLUSTERS].sort());
+    } finally {
+      await set.get("west").startApiServer();
+    }
+    const healed = await eventually(
+      "Degraded cleared once west answers",
+      async () => {
+        const p = await getParent(name);
+        const d = p?.status?.conditions?.find((c) => c.type === "Degraded");
+        return d?.status === "False" && p?.status?.children?.west?.error === undefined ? p : undefined;
+      },
+      { timeoutMs: 60_000 },
+    );
+    expect(healed.status!.phase).toBe("Ready");
+    expect(healed.status!.children!.west).toMatchObject({ ready: true, gateway: expect.any(String) });
+    live.delete(key(name));
+    await deleteAndWaitGone(name);
+    expect(await childrenOf(name)).toEqual({});
+  });
+
   it("finishes cleanup after an unreachable workload cluster comes back", async () => {
     const name = await createSession();
     await waitPhase(name, "Ready");

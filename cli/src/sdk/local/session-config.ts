@@ -4,11 +4,13 @@
 // Flags win over the file; the result is validated once with errors naming the field.
 import { readFileSync } from "node:fs";
 import { z } from "zod";
-import { parseTarget } from "../../../../proto/api/v1alpha1/index.js";
+import { parseTarget, TTL_SECONDS_MAX } from "../../../../proto/api/v1alpha1/index.js";
 import { CliError, CliErrorCode } from "../cli-errors.js";
-import { filterFromFlags, type HttpFilterSpec } from "../session/http-filter.js";
+import { filterFromFlags, type HttpFilterNames, type HttpFilterSpec } from "../session/http-filter.js";
 
 const PortSpec = z.union([z.number().int(), z.string()]);
+/** Shortest TTL the CLI asks for: below its heartbeat period a session would expire while in use. */
+const TTL_SECONDS_MIN_CLI = 10;
 
 export const SessionConfigFile = z.strictObject({
   target: z.string().min(1).optional(),
@@ -35,7 +37,7 @@ export const SessionConfigFile = z.strictObject({
       exclude: z.array(z.string()).optional(),
     })
     .optional(),
-  ttlSeconds: z.number().int().min(10).max(86_400).optional(),
+  ttlSeconds: z.number().int().min(TTL_SECONDS_MIN_CLI).max(TTL_SECONDS_MAX).optional(),
   failurePolicy: z.enum(["AllOrNothing", "BestEffort"]).optional(),
   /** Give the process a SOCKS5/HTTP proxy through the Default cluster (default true). */
   proxy: z.boolean().optional(),
@@ -91,13 +93,28 @@ function invalid(message: string): CliError {
   return new CliError(CliErrorCode.CONFIG_INVALID, message);
 }
 
+// Messages are one line and short whatever the file holds: no raw newline or terminal escape,
+// long values cut.
+const oneLine = (s: string): string =>
+  // eslint-disable-next-line no-control-regex -- control characters are exactly what is escaped
+  s.replace(/[\u0000-\u001f\u007f]/g, (c) => JSON.stringify(c).slice(1, -1));
+const cut = (s: string, max = 200): string => oneLine(s.length > max ? `${s.slice(0, max)}…` : s);
+const shortKey = (k: string): string => cut(k, 60);
+/** A value as messages quote it (JSON escapes keep it on one line). */
+const shown = (v: unknown): string => {
+  const text = String(v);
+  return JSON.stringify(text.length > 60 ? `${text.slice(0, 60)}…` : text);
+};
+
 /** Parses `8080` or `8080:3000` (target port : local port). */
 export function parsePortMapping(spec: string | number): PortMapping {
   const m = /^(\d{1,5})(?::(\d{1,5}))?$/.exec(String(spec).trim());
   const remote = m ? Number(m[1]) : NaN;
   const local = m?.[2] ? Number(m[2]) : remote;
   if (!m || remote < 1 || remote > 65535 || local < 1 || local > 65535)
-    throw invalid(`port "${spec}" must be PORT or PORT:LOCALPORT with ports 1-65535, e.g. 8080 or 8080:3000`);
+    throw invalid(
+      `port ${shown(spec)} must be PORT or PORT:LOCALPORT with ports 1-65535, e.g. 8080 or 8080:3000`,
+    );
   return { remote, local };
 }
 
@@ -117,20 +134,33 @@ export function parseConfigText(text: string, source = "config"): SessionConfigF
   try {
     json = JSON.parse(text);
   } catch (err) {
-    throw invalid(`${source} is not valid JSON: ${(err as Error).message}`);
+    throw invalid(`${source} is not valid JSON: ${oneLine((err as Error).message).slice(0, 200)}`);
   }
   const r = SessionConfigFile.safeParse(json);
   if (!r.success) {
     const issues = r.error.issues
-      .map((i) => `${i.path.length ? i.path.join(".") : "(root)"}: ${i.message}`)
+      .slice(0, 5)
+      .map(
+        (i) => `${i.path.length ? i.path.map(String).map(shortKey).join(".") : "(root)"}: ${cut(i.message)}`,
+      )
       .join("; ");
-    throw invalid(`${source} is not a valid switchyard config: ${issues}`);
+    const more = r.error.issues.length > 5 ? ` (and ${r.error.issues.length - 5} more)` : "";
+    throw invalid(
+      `${source} is not a valid switchyard config: ${oneLine(issues)}${more}; fields: ${Object.keys(SessionConfigFile.shape).join(", ")}`,
+    );
   }
   return r.data;
 }
 
-/** Flags over file over defaults, validated. */
-export function resolveConfig(file: SessionConfigFile, flags: SessionFlags): SessionConfig {
+/** Flags over file over defaults, validated; errors about the file's values name `source` and the field. */
+export function resolveConfig(
+  file: SessionConfigFile,
+  flags: SessionFlags,
+  source = "switchyard.json",
+): SessionConfig {
+  /** A problem with a value from the file (`field` set) or from a flag (message names the flag). */
+  const bad = (field: string | undefined, message: string) =>
+    invalid(field === undefined ? message : `${source}: ${field}: ${message}`);
   const target = flags.target ?? file.target;
   if (!target)
     throw invalid(
@@ -139,14 +169,26 @@ export function resolveConfig(file: SessionConfigFile, flags: SessionFlags): Ses
   try {
     parseTarget(target);
   } catch (err) {
-    throw invalid((err as Error).message);
+    throw bad(flags.target === undefined ? "target" : undefined, (err as Error).message);
   }
   if (flags.steal && flags.mirror) throw invalid("--steal and --mirror exclude each other; pick one");
   const mode = flags.steal ? "steal" : flags.mirror ? "mirror" : (file.mode ?? "mirror");
-  const ports = (flags.port?.length ? flags.port : (file.ports ?? [])).map(parsePortMapping);
+  const modeFromFile = !flags.steal && !flags.mirror && file.mode !== undefined;
+  const portsFromFlags = !!flags.port?.length;
+  const ports = (portsFromFlags ? flags.port! : (file.ports ?? [])).map((spec, i) => {
+    try {
+      return parsePortMapping(spec);
+    } catch (err) {
+      throw portsFromFlags ? err : bad(`ports[${i}]`, (err as Error).message);
+    }
+  });
   const seen = new Set<number>();
   for (const p of ports) {
-    if (seen.has(p.remote)) throw invalid(`port ${p.remote} is listed twice`);
+    if (seen.has(p.remote))
+      throw bad(
+        portsFromFlags ? undefined : "ports",
+        `port ${p.remote} is listed twice; list each target port once`,
+      );
     seen.add(p.remote);
   }
   const anyFilterFlag =
@@ -161,21 +203,30 @@ export function resolveConfig(file: SessionConfigFile, flags: SessionFlags): Ses
     : (file.httpFilter ?? {});
   let httpFilter: HttpFilterSpec | undefined;
   try {
-    httpFilter = filterFromFlags(filterInput);
+    httpFilter = filterFromFlags(filterInput, anyFilterFlag ? undefined : FILE_FILTER_NAMES);
   } catch (err) {
-    throw invalid((err as Error).message);
+    throw bad(anyFilterFlag ? undefined : "httpFilter", (err as Error).message);
   }
   if (httpFilter && mode !== "steal")
-    throw invalid(
-      "HTTP filters (--http-header/--http-path/--http-method) need --steal: a mirror copies every request",
-    );
+    throw anyFilterFlag
+      ? invalid(
+          "HTTP filters (--http-header/--http-path/--http-method) need --steal: a mirror copies every request",
+        )
+      : bad(
+          "httpFilter",
+          `needs mode "steal" (a mirror copies every request): set "mode": "steal"${modeFromFile ? "" : " or pass --steal"}, or remove httpFilter`,
+        );
   if (httpFilter && ports.length === 0)
-    throw invalid("an HTTP filter needs the port to steal: add --port <target port>");
+    throw anyFilterFlag
+      ? invalid("an HTTP filter needs the port to steal: add --port <target port>")
+      : bad("httpFilter", 'needs the port to steal: add it to "ports" (or pass --port <target port>)');
   let ttlSeconds = file.ttlSeconds;
   if (flags.ttl !== undefined) {
     ttlSeconds = Number(flags.ttl);
-    if (!Number.isInteger(ttlSeconds) || ttlSeconds < 10 || ttlSeconds > 86_400)
-      throw invalid(`--ttl "${flags.ttl}" must be a whole number of seconds between 10 and 86400`);
+    if (!Number.isInteger(ttlSeconds) || ttlSeconds < TTL_SECONDS_MIN_CLI || ttlSeconds > TTL_SECONDS_MAX)
+      throw invalid(
+        `--ttl ${shown(flags.ttl)} must be a whole number of seconds between ${TTL_SECONDS_MIN_CLI} and ${TTL_SECONDS_MAX}`,
+      );
   }
   const router = flags.router?.length
     ? flags.router
@@ -203,3 +254,11 @@ export function resolveConfig(file: SessionConfigFile, flags: SessionFlags): Ses
     proxy: flags.proxy ?? file.proxy ?? true,
   };
 }
+
+/** How filter errors name the fields of switchyard.json's httpFilter. */
+const FILE_FILTER_NAMES: HttpFilterNames = {
+  header: (i) => `headers[${i}]`,
+  path: "path",
+  method: "method",
+  match: "match",
+};

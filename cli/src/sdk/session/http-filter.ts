@@ -26,6 +26,21 @@ export interface HttpFilterFlags {
   match?: "all" | "any";
 }
 
+/** What errors call each part of a filter: the flags by default, or the fields of a config file. */
+export interface HttpFilterNames {
+  header: (index: number) => string;
+  path: string;
+  method: string;
+  match: string;
+}
+
+const FLAG_NAMES: HttpFilterNames = {
+  header: () => "--http-header",
+  path: "--http-path",
+  method: "--http-method",
+  match: "--http-match",
+};
+
 /** Checks `source` (what is sent) as agents will; errors show `shown` (what was typed). */
 function checkRegex(what: string, shown: string, source = shown): void {
   try {
@@ -33,49 +48,57 @@ function checkRegex(what: string, shown: string, source = shown): void {
   } catch (err) {
     throw new CliError(
       CliErrorCode.INVALID_OPTION,
-      `${what} "${shown}" is not a valid regular expression: ${(err as Error).message}`,
+      `${what} ${quote(shown)} is not a valid regular expression: ${(err as Error).message}`,
     );
   }
 }
 
+/** A typed value as errors show it: one line (JSON escapes), cut when long. */
+function quote(value: string): string {
+  return JSON.stringify(value.length > 80 ? `${value.slice(0, 80)}…` : value);
+}
+
 /** Parses one `Name: value-regex` header condition. */
-export function parseHeaderFlag(flag: string): { name: string; valueRegex: string } {
+export function parseHeaderFlag(flag: string, what = "--http-header"): { name: string; valueRegex: string } {
   const i = flag.indexOf(":");
   const name = i < 0 ? "" : flag.slice(0, i).trim();
   const value = i < 0 ? "" : flag.slice(i + 1).trim();
   if (!name || !isHttpHeaderName(name) || !value)
     throw new CliError(
       CliErrorCode.INVALID_OPTION,
-      `--http-header "${flag}" must look like "Name: value" (the value is a regular expression matched against the whole header value)`,
+      `${what} ${quote(flag)} must look like "Name: value" (the value is a regular expression matched against the whole header value)`,
     );
   // Alone first, so `a)|(b` cannot escape the anchors; anchored, as sent, for the limits.
   const valueRegex = `^(?:${value})$`;
-  checkRegex("--http-header value", value);
-  checkRegex("--http-header value", value, valueRegex);
+  checkRegex(`${what} value`, value);
+  checkRegex(`${what} value`, value, valueRegex);
   return { name, valueRegex };
 }
 
 /** The filter the flags describe, or undefined when none was given (steal everything). */
-export function filterFromFlags(flags: HttpFilterFlags): HttpFilterSpec | undefined {
+export function filterFromFlags(
+  flags: HttpFilterFlags,
+  names: HttpFilterNames = FLAG_NAMES,
+): HttpFilterSpec | undefined {
   const parts: HttpFilterSpec[] = [];
-  for (const h of flags.headers ?? []) parts.push({ header: parseHeaderFlag(h) });
+  (flags.headers ?? []).forEach((h, i) => parts.push({ header: parseHeaderFlag(h, names.header(i)) }));
   if (flags.path !== undefined) {
-    if (!flags.path) throw new CliError(CliErrorCode.INVALID_OPTION, "--http-path must not be empty");
-    checkRegex("--http-path", flags.path);
+    if (!flags.path) throw new CliError(CliErrorCode.INVALID_OPTION, `${names.path} must not be empty`);
+    checkRegex(names.path, flags.path);
     parts.push({ path: flags.path });
   }
   if (flags.method !== undefined) {
     if (!isHttpMethod(flags.method))
       throw new CliError(
         CliErrorCode.INVALID_OPTION,
-        `--http-method "${flags.method}" must be an HTTP method such as GET`,
+        `${names.method} ${quote(flags.method)} must be an HTTP method such as GET`,
       );
     parts.push({ method: flags.method.toUpperCase() });
   }
   if (flags.match !== undefined && flags.match !== "all" && flags.match !== "any")
     throw new CliError(
       CliErrorCode.INVALID_OPTION,
-      `--http-match must be "all" or "any", got "${String(flags.match)}"`,
+      `${names.match} must be "all" or "any", got ${quote(String(flags.match))}`,
     );
   if (parts.length === 0) return undefined;
   if (parts.length === 1) return parts[0];

@@ -1,7 +1,9 @@
 // Requests waiting for their reply: request ids (2 … 0xfffffff0, wrapping; 1 is the
 // Hello's), the reply frame that settles one (matched on id and family), a ProtocolError
 // that rejects one, and one coarse sweep that times out those left unanswered — no timer
-// per request.
+// per request. A deadline counts only time the session read its router connection: while
+// reading is held (a local program is slow), replies may be waiting unread in our own
+// socket, so the clock of every waiting request stops (`hold`/`release`).
 import * as pb from "../../../../proto/gen/session_pb.js";
 import { CliError, CliErrorCode } from "../cli-errors.js";
 
@@ -20,6 +22,7 @@ export class PendingRequests {
   readonly #pending = new Map<number, Pending>();
   #nextId = FIRST_ID;
   #sweep: NodeJS.Timeout | undefined;
+  #heldSince: number | undefined;
 
   constructor(
     /** Reply deadline of a request, ms. */
@@ -67,6 +70,19 @@ export class PendingRequests {
     }
   }
 
+  /** Reading the router stopped: deadlines stop running. */
+  hold(now = Date.now()): void {
+    this.#heldSince ??= now;
+  }
+
+  /** Reading resumed: each deadline moves on by the time it waited while reading was held. */
+  release(now = Date.now()): void {
+    const since = this.#heldSince;
+    if (since === undefined) return;
+    this.#heldSince = undefined;
+    for (const p of this.#pending.values()) p.deadline += now - Math.max(since, p.deadline - this.timeoutMs);
+  }
+
   startSweep(): void {
     this.#sweep = setInterval(() => this.#timeOut(), SWEEP_MS);
     this.#sweep.unref();
@@ -77,6 +93,7 @@ export class PendingRequests {
   }
 
   #timeOut(): void {
+    if (this.#heldSince !== undefined) return;
     const now = Date.now();
     for (const [id, p] of this.#pending)
       if (p.deadline <= now) {

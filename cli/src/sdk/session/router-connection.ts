@@ -5,8 +5,15 @@
 // is likely the one that died). It owns the connection state; what was in flight on a
 // dropped socket is the session's to fail (`dropped`), and a reconnect that gives up
 // ends in `lost` exactly once.
+// Liveness: a WebSocket ping every quarter of `livenessTimeoutMs`; a router from which
+// nothing came (no frame, ping, pong, nor a drain of our writes) for that long while we
+// read it is dead: the socket is dropped and the routers dialled again. While the session
+// holds reading (a local program is slow), the router's answers wait unread: that silence
+// does not count, up to 10× (lib/peer-liveness.ts), and the pings tell the router that we
+// are busy, not dead.
 import type { Socket } from "node:net";
 import type WebSocket from "ws";
+import { PeerLiveness } from "../../../../lib/peer-liveness.js";
 import * as pb from "../../../../proto/gen/session_pb.js";
 import { encodeFrame } from "../../../../proto/frame-codec.js";
 import { coalesceWrites } from "../../../../lib/coalesced-writes.js";
@@ -35,6 +42,8 @@ export interface RouterConnectionOptions {
   notFoundGraceMs: number;
   /** Send buffer size above which writers wait, bytes. */
   highWaterBytes: number;
+  /** A router silent this long while we read it is dropped, ms; 0 turns liveness off. */
+  livenessTimeoutMs: number;
 }
 
 /** What the connection tells the session. */
@@ -44,6 +53,8 @@ export interface RouterConnectionHandlers {
   /** Everything in flight must fail with `err`: the socket dropped, or the session was closed or lost. */
   dropped(err: CliError): void;
   reconnecting(info: { attempt: number; delayMs: number; error: string }): void;
+  /** Reading the router stopped (true) or started again (false): replies wait unread meanwhile. */
+  inboundHeld(held: boolean): void;
   /** Connected again (state is open); the session re-subscribes. */
   reconnected(url: string): void;
   lost(err: CliError): void;
@@ -59,6 +70,11 @@ export class RouterConnection implements FrameSink, InboundHold {
   #writableWaiters: Array<() => void> = [];
   /** Holds on reading the current socket (holdInbound). */
   #holds = 0;
+  /** The current socket's router, and the sweep that pings it and checks it. */
+  #liveness: PeerLiveness | undefined;
+  #livenessTimer: NodeJS.Timeout | undefined;
+  /** Why the socket was dropped when the router went silent. */
+  #silenceReason: string | undefined;
   /** Aborts a reconnect's wait when the session is closed meanwhile. */
   readonly #closing = new AbortController();
 
@@ -125,6 +141,7 @@ export class RouterConnection implements FrameSink, InboundHold {
     }
     this.#state = "closed";
     this.#closing.abort();
+    this.#unwatch();
     this.on.dropped(new CliError(CliErrorCode.CLOSED, "the session client was closed"));
   }
 
@@ -160,13 +177,21 @@ export class RouterConnection implements FrameSink, InboundHold {
   holdInbound(until: (release: () => void) => void): void {
     const ws = this.#ws;
     if (!ws) return until(() => {});
-    if (this.#holds++ === 0) ws.pause();
+    if (this.#holds++ === 0) {
+      ws.pause();
+      this.#liveness?.pause();
+      this.on.inboundHeld(true);
+    }
     let released = false;
     until(() => {
       if (released) return;
       released = true;
       // A hold of a socket that is gone ended with it.
-      if (this.#ws === ws && --this.#holds === 0) ws.resume();
+      if (this.#ws === ws && --this.#holds === 0) {
+        ws.resume();
+        this.#liveness?.resume();
+        this.on.inboundHeld(false);
+      }
     });
   }
 
@@ -197,16 +222,56 @@ export class RouterConnection implements FrameSink, InboundHold {
     ws.on("close", () => {
       if (this.#ws === ws) this.#onDisconnect();
     });
-    d.takeOver((data) => this.on.frame(data));
+    const liveness = this.#watch(d);
+    d.takeOver((data) => {
+      liveness?.heard();
+      this.on.frame(data);
+    });
+  }
+
+  /** Starts the liveness sweep of a new socket (none when liveness is off). */
+  #watch(d: DialedRouter): PeerLiveness | undefined {
+    this.#unwatch();
+    const timeoutMs = this.o.livenessTimeoutMs;
+    if (timeoutMs <= 0) return undefined;
+    const { ws } = d;
+    const liveness = new PeerLiveness(timeoutMs);
+    this.#liveness = liveness;
+    ws.on("ping", () => liveness.heard());
+    ws.on("pong", () => liveness.heard());
+    // Our bytes moved on: the router reads them, so it lives.
+    d.socket?.on("drain", () => liveness.heard());
+    // A quarter of the timeout: the router hears us in time, and its pongs (which wait
+    // while it cannot write to us) stay far below the 60 pending at which ws drops us.
+    this.#livenessTimer = setInterval(() => {
+      if (this.#ws !== ws || ws.readyState !== ws.OPEN) return;
+      if (!liveness.expired()) return ws.ping();
+      const unread = liveness.paused ? " while this session could not read it" : "";
+      this.#silenceReason = `router ${this.#url} sent nothing (no frame, no pong) for ${liveness.describeAllowedSilence()}${unread}`;
+      ws.terminate();
+    }, timeoutMs / 4);
+    this.#livenessTimer.unref();
+    return liveness;
+  }
+
+  #unwatch(): void {
+    clearInterval(this.#livenessTimer);
+    this.#livenessTimer = undefined;
+    this.#liveness = undefined;
   }
 
   #onDisconnect(): void {
     if (this.#state !== "open") return;
     this.#state = "reconnecting";
     this.#ws = undefined;
-    this.on.dropped(
-      new CliError(CliErrorCode.DISCONNECTED, `the connection to router ${this.#url} was lost; reconnecting`),
-    );
+    this.#unwatch();
+    if (this.#holds > 0) {
+      this.#holds = 0;
+      this.on.inboundHeld(false);
+    }
+    const why = this.#silenceReason ?? `the connection to router ${this.#url} was lost`;
+    this.#silenceReason = undefined;
+    this.on.dropped(new CliError(CliErrorCode.DISCONNECTED, `${why}; reconnecting`));
     const { urls } = this.o;
     reconnectWithBackoff(this.o.policy, {
       signal: this.#closing.signal,

@@ -18,7 +18,10 @@
 // silently disconnected.
 //
 // A protocol ping goes out every `pingIntervalMs` (agents drop subscriptions of a session
-// that stops pinging); the last pong's per-cluster health is kept in `health`.
+// that stops pinging); the last pong's per-cluster health is kept in `health`. A router
+// that went silent for `livenessTimeoutMs` is dropped and the routers dialled again
+// (router-connection.ts); time this session held reading does not count against it, nor
+// against the requests waiting for their replies.
 import { EventEmitter } from "node:events";
 import type { DescMessage, MessageInitShape, MessageShape } from "@bufbuild/protobuf";
 import * as pb from "../../../../proto/gen/session_pb.js";
@@ -66,6 +69,13 @@ export interface SessionClientOptions {
   requestTimeoutMs?: number;
   /** Protocol ping interval, ms; 0 disables. Default 15 000. */
   pingIntervalMs?: number;
+  /**
+   * A router from which nothing came for this long while the session read it is dead: the
+   * connection is dropped and the routers dialled again; a WebSocket ping goes out every
+   * quarter of it. Time the session held reading does not count, up to 10×. Ms; 0 turns it
+   * off. Default 60 000.
+   */
+  livenessTimeoutMs?: number;
   /** Send buffer size above which writers wait, bytes. Default 4 MiB. */
   highWaterBytes?: number;
   /** Dial timeout per attempt, ms. Default 10 000. */
@@ -125,6 +135,7 @@ export class SessionClient extends EventEmitter<SessionClientEvents> implements 
     const highWaterBytes = nonNegative("highWaterBytes", options.highWaterBytes ?? 4 * 1024 * 1024);
     const dialTimeoutMs = nonNegative("dialTimeoutMs", options.dialTimeoutMs ?? 10_000);
     const notFoundGraceMs = nonNegative("notFoundGraceMs", options.notFoundGraceMs ?? 10_000);
+    const livenessTimeoutMs = nonNegative("livenessTimeoutMs", options.livenessTimeoutMs ?? 60_000);
     this.#conn = new RouterConnection(
       {
         sessionId: options.sessionId,
@@ -138,11 +149,13 @@ export class SessionClient extends EventEmitter<SessionClientEvents> implements 
         connectTimeoutMs,
         notFoundGraceMs,
         highWaterBytes,
+        livenessTimeoutMs,
       },
       {
         frame: (data) => dispatchInbound(data, this.#inbound),
         dropped: (err) => this.#failInFlight(err),
         reconnecting: (info) => this.emit("reconnecting", info),
+        inboundHeld: (held) => (held ? this.#pending.hold() : this.#pending.release()),
         reconnected: (url) => void this.#resubscribe(url),
         lost: (err) => {
           this.#stopTimers();

@@ -138,6 +138,11 @@ export class PortSubscriptions {
     return ports;
   }
 
+  /** Every subscription, oldest first (what the journal saves). */
+  all(): Subscription[] {
+    return [...this.byPort.values()].flat().sort((a, b) => a.seq - b.seq);
+  }
+
   /** The port's subscriptions, oldest first (an immutable snapshot). */
   forPort(port: number): readonly Subscription[] {
     return this.byPort.get(port) ?? [];
