@@ -118,6 +118,14 @@ beforeAll(async () => {
   bystander = open("router");
   bystander.send({ routerId: "bystander", liveSessions: { sessionIds: ["shop:mc-a"] } });
   bystander.ack(await bystander.waitFor(1));
+  // The stream is read in order: once this report arrives, the ACK above is counted, so it
+  // cannot land in the first run's before/after window.
+  bystander.send({ liveSessions: { sessionIds: ["shop:probe-0"] } });
+  await eventually(
+    "bystander's first live report",
+    () => reports.some((r) => r.routerId === "bystander" && r.sessionIds[0] === "shop:probe-0"),
+    { timeoutMs: 5000, intervalMs: 5 },
+  );
 });
 
 afterAll(async () => {

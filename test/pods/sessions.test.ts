@@ -389,11 +389,17 @@ describe("sessions on real pods", () => {
         },
         POLL,
       );
-      const log = await core("west").readNamespacedPodLog({
-        name: pod,
-        namespace: "default",
-        container: AGENT,
-      });
+      // The restarted container's own log (the restart count moves as it is created).
+      const log = await eventually(
+        "the restarted agent's log",
+        async () => {
+          const l = String(
+            await core("west").readNamespacedPodLog({ name: pod, namespace: "default", container: AGENT }),
+          );
+          return l.includes("agent listening") ? l : undefined;
+        },
+        POLL,
+      );
       expect(log).toContain("restored after an agent restart; holding its subscriptions until it returns");
       expect(log).not.toContain("cannot save the subscriptions");
       const [answer] = await inClusterGet(stack.set.get("west").kubeConfig(), [

@@ -6,5 +6,6 @@ export type {
   AllowListVerdict,
   SessionAllowListOptions,
 } from "./session-allow-list.js";
+export { refusalGauge, refusalReasons } from "./refusal-gauge.js";
 export { parseTargetPattern } from "./target-pattern.js";
 export type { TargetPattern } from "./target-pattern.js";

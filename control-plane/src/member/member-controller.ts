@@ -19,7 +19,7 @@ import {
   type ClusterSession,
 } from "../../../proto/api/v1alpha1/index.js";
 import { sessionKey } from "../../../proto/session-endpoint.js";
-import type { SessionAllowListOptions } from "../allow-list/index.js";
+import { refusalGauge, refusalReasons, type SessionAllowListOptions } from "../allow-list/index.js";
 import type { RouteSnapshotCache } from "../route-discovery/index.js";
 import {
   Controller,
@@ -96,6 +96,14 @@ export class MemberController {
       resyncMs: options.resyncMs ?? 60_000,
       logger,
     });
+    const sessions = this.sessions;
+    refusalGauge(
+      this.metrics.registry,
+      "switchyard_cluster_sessions_invalid",
+      "ClusterSessions on this cluster refused as invalid by its allow-list (Valid=False), by reason. " +
+        "They are Failed, get no agent, and expire by their TTL.",
+      () => refusalReasons(sessions.list()),
+    );
     const slow = { resyncMs: options.resyncMs ?? 300_000, logger };
     this.pods = podInformer(kc, slow);
     this.deployments = deploymentInformer(kc, slow);

@@ -28,6 +28,7 @@ import {
   type ResourceInformer,
 } from "../runtime/index.js";
 import { ChildInformerSet } from "./child-informer-set.js";
+import { refusalReasons } from "../allow-list/index.js";
 import { ChildSecretStore } from "./child-secrets.js";
 import { SessionReconciler, type SessionReconcilerOptions } from "./session-reconciler.js";
 import { buildSessionRoute } from "./session-route.js";
@@ -94,12 +95,7 @@ export class SessionController {
     );
     controller.watch(parents);
     this.reconciler.metrics.setPhaseSource(() => parents.list().map((p) => p.status?.phase));
-    this.reconciler.metrics.setRefusalSource(() =>
-      parents
-        .list()
-        .flatMap((p) => p.status?.conditions?.filter((c) => c.type === "Valid" && c.status === "False") ?? [])
-        .map((c) => c.reason),
-    );
+    this.reconciler.metrics.setRefusalSource(() => refusalReasons(parents.list()));
     const toParent = (child: ClusterSession): ObjectKey | undefined => {
       const parent = child.spec?.parent?.name ?? child.metadata?.labels?.[LABELS.parent];
       return parent && child.metadata?.namespace

@@ -7,7 +7,7 @@
 // runtime's ControllerMetrics (controller="multi-cluster-session").
 import { Counter, Gauge, Registry } from "prom-client";
 import { MULTI_CLUSTER_SESSION_PHASES } from "../../../proto/api/v1alpha1/index.js";
-import { ALLOW_LIST_REFUSALS } from "../allow-list/index.js";
+import { refusalGauge } from "../allow-list/index.js";
 
 export class SessionMetrics {
   readonly registry: Registry;
@@ -33,25 +33,13 @@ export class SessionMetrics {
         for (const [phase, v] of n) this.set({ phase }, v);
       },
     });
-    const refusals = () => this.refusals();
-    new Gauge({
-      name: "switchyard_sessions_invalid",
-      help:
-        "MultiClusterSessions on this Primary refused as invalid (Valid=False: outside the allow-list, " +
+    refusalGauge(
+      registry,
+      "switchyard_sessions_invalid",
+      "MultiClusterSessions on this Primary refused as invalid (Valid=False: outside the allow-list, " +
         "or a target that does not parse), by reason. They are Failed, not routed, and expire by their TTL.",
-      labelNames: ["reason"],
-      registers: [registry],
-      collect() {
-        this.reset();
-        const known: readonly string[] = ALLOW_LIST_REFUSALS;
-        const n = new Map<string, number>([...known, "Other"].map((r) => [r, 0]));
-        for (const r of refusals()) {
-          const reason = known.includes(r) ? r : "Other";
-          n.set(reason, n.get(reason)! + 1);
-        }
-        for (const [reason, v] of n) this.set({ reason }, v);
-      },
-    });
+      () => this.refusals(),
+    );
     const perCluster = (name: string, help: string, source: Map<string, number>) =>
       new Counter({
         name,

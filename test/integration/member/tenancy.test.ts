@@ -295,6 +295,12 @@ describe("the member's own allow-list", () => {
         "child-secret",
         { [LABELS.parent]: parent, [LABELS.primary]: "primary", [LABELS.cluster]: "east" },
       );
+      // Counted by reason while they exist (the gauge reads the member's cache at scrape).
+      await eventually(`two ${reason} refusals counted`, async () =>
+        (await member.member.metrics.registry.metrics()).includes(
+          `switchyard_cluster_sessions_invalid{reason="${reason}"} 2`,
+        ),
+      );
       for (const name of [single, child]) {
         const refused = await eventually(`${name} refused`, async () => {
           const s = await get(namespace, name);
@@ -311,6 +317,11 @@ describe("the member's own allow-list", () => {
         await sessions().delete({ namespace, name });
         await eventually(`${name} gone`, async () => (await get(namespace, name)) === undefined);
       }
+      await eventually("refusals no longer counted once deleted", async () =>
+        (await member.member.metrics.registry.metrics()).includes(
+          `switchyard_cluster_sessions_invalid{reason="${reason}"} 0`,
+        ),
+      );
       // Nothing was provisioned for the refused target: no agent, no agent Secret.
       expect(provisioner.records()).toEqual([]);
       await expect(

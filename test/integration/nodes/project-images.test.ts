@@ -4,7 +4,13 @@
 // sidecar template's redirect init container runs from the iptables image and sends traffic
 // for the demo app's port to the agent's port; the demo app image serves its page. Needs root
 // and the packages of test/env/node/install-host-packages.sh (it fails without them, never skips).
-import { CoreV1Api, type KubeConfig, type V1Container, type V1Pod } from "@kubernetes/client-node";
+import {
+  CoreV1Api,
+  type KubeConfig,
+  type V1Container,
+  type V1Pod,
+  type V1Volume,
+} from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { injectSidecar, REDIRECT_CONTAINER } from "../../../control-plane/src/member/sidecar-pod-template.js";
 import { COMPONENT_MAIN, PRODUCT_IMAGE_COMMAND } from "../../../proto/product-image.js";
@@ -55,10 +61,13 @@ const product = (name: string, extra: Partial<V1Container> = {}): V1Container =>
 });
 
 /** Runs a pod to completion (restartPolicy Never) and answers its phase, exit code and log. */
-async function runToEnd(name: string, container: V1Container) {
+async function runToEnd(name: string, container: V1Container, volumes?: V1Volume[]) {
   await core.createNamespacedPod({
     namespace: "default",
-    body: { metadata: { name }, spec: { restartPolicy: "Never", containers: [container] } },
+    body: {
+      metadata: { name },
+      spec: { restartPolicy: "Never", containers: [container], ...(volumes ? { volumes } : {}) },
+    },
   });
   const pod = await eventually(
     `pod ${name} finished`,
@@ -131,7 +140,12 @@ describe("images built from the project", () => {
     )!;
     expect(restartPolicy).toBe("Always");
     expect(startupProbe?.tcpSocket).toBeDefined();
-    const r = await runToEnd("agent-help", { ...agent, args: [agent.args![0]!, "--help"] });
+    // With the template's volumes: the agent mounts its own state volume.
+    const r = await runToEnd(
+      "agent-help",
+      { ...agent, args: [agent.args![0]!, "--help"] },
+      template.spec!.volumes,
+    );
     expect(r).toMatchObject({ phase: "Succeeded", exitCode: 0 });
     expect(r.log).toMatch(/--app-port/);
   });
