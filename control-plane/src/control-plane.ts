@@ -8,6 +8,7 @@
 // in primary/both mode, a member Lease otherwise. Every replica serves RouteDiscovery;
 // a replica that is not leading has no table yet and refuses routers with UNAVAILABLE,
 // so they retry until they reach the leader.
+import { StopDeadline } from "../../lib/stop-deadline.js";
 import { KubeConfig } from "@kubernetes/client-node";
 import { pino, type Logger } from "pino";
 import { Registry } from "prom-client";
@@ -49,6 +50,8 @@ export interface RunningControlPlane {
   metricsPort: number;
   /** Resolves when the process has stopped (after `signal` aborted). */
   done: Promise<void>;
+  /** The parts still running, by name: main.ts cuts a stop that hangs short (lib/stop-deadline.ts). */
+  stopping: StopDeadline;
 }
 
 export function loadKubeConfig(path: string | undefined): KubeConfig {
@@ -150,6 +153,7 @@ export async function startControlPlane(
   const leaderWork: Array<(leading: AbortSignal) => Promise<void>> = [];
   if (member) leaderWork.push((leading) => member.start(leading));
   const parts: Promise<void>[] = [];
+  const stopping = new StopDeadline();
   let clusterRegistry: ClusterRegistry | undefined;
   leaderWork.push((leading) =>
     runOperatorIdentity(
@@ -211,7 +215,7 @@ export async function startControlPlane(
       controllerMetrics,
     });
     leaderWork.push((leading) => sessions.start(leading));
-    parts.push(clusterRegistry.start(signal));
+    parts.push(stopping.track("cluster registry", clusterRegistry.start(signal)));
   } else {
     const elector = new LeaseElector({
       kubeConfig: kc,
@@ -224,7 +228,7 @@ export async function startControlPlane(
       logger,
       onStartedLeading,
     });
-    parts.push(elector.start(signal));
+    parts.push(stopping.track("member Lease", elector.start(signal)));
   }
 
   const grpc = await grpcServer.listen();
@@ -239,8 +243,13 @@ export async function startControlPlane(
   const stopped = new Promise<void>((resolve) =>
     signal.aborted ? resolve() : signal.addEventListener("abort", () => resolve(), { once: true }),
   );
-  parts.push(stopped.then(() => Promise.all([grpcServer.close(), health.close()])).then(() => undefined));
+  parts.push(
+    stopping.track(
+      "RouteDiscovery and health servers",
+      stopped.then(() => Promise.all([grpcServer.close(), health.close()])).then(() => undefined),
+    ),
+  );
   const done = Promise.all(parts).then(() => undefined);
   // A failed part (e.g. an invalid configuration at start-up) stops the process.
-  return { grpc, metricsPort, done };
+  return { grpc, metricsPort, done, stopping };
 }

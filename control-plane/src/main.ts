@@ -6,6 +6,9 @@ import { OptionError } from "../../lib/option-error.js";
 import { HelpRequested, parseControlPlaneArgs } from "./control-plane-options.js";
 import { startControlPlane } from "./control-plane.js";
 
+/** Below the chart's terminationGracePeriodSeconds (30 s). */
+const STOP_DEADLINE_MS = 20_000;
+
 async function main(): Promise<number> {
   let options;
   try {
@@ -34,6 +37,14 @@ async function main(): Promise<number> {
   }
   try {
     const running = await startControlPlane(options, stop.signal, logger);
+    // Gone before the kubelet's SIGKILL (30 s), saying what hung.
+    running.stopping.arm(stop.signal, STOP_DEADLINE_MS, (pending) => {
+      logger.error(
+        { pending, deadlineMs: STOP_DEADLINE_MS },
+        "parts still stopping at the deadline; exiting without them",
+      );
+      process.exit(1);
+    });
     await running.done;
     return 0;
   } catch (err) {

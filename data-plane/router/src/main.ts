@@ -1,6 +1,7 @@
 // The router process: parses flags/env, builds the RouterServer, feeds its routing table
 // from the control plane (RouteDiscovery) and/or a static routes file, and runs until
 // SIGTERM/SIGINT. Every flag has an environment variable (SWITCHYARD_ROUTER_<FLAG>).
+import { StopDeadline } from "../../../lib/stop-deadline.js";
 import { readFileSync } from "node:fs";
 import { hostname } from "node:os";
 import { Command, Option } from "commander";
@@ -199,7 +200,16 @@ async function main(): Promise<void> {
     process.on("SIGHUP", () => void reload().catch(() => {}));
   }
 
-  const parts: Promise<void>[] = [router.start(abort.signal)];
+  // Gone before the kubelet's SIGKILL (the chart's 30 s grace), saying what hung.
+  const stopping = new StopDeadline();
+  stopping.arm(abort.signal, STOP_DEADLINE_MS, (pending) => {
+    log.error(
+      { pending, deadlineMs: STOP_DEADLINE_MS },
+      "parts still stopping at the deadline; exiting without them",
+    );
+    process.exit(1);
+  });
+  const parts: Promise<void>[] = [stopping.track("session server", router.start(abort.signal))];
   if (f.controlPlane) {
     const token = f.tokenFile;
     const ca = f.controlPlaneCa ? readFileSync(f.controlPlaneCa, "utf8") : undefined;
@@ -226,11 +236,14 @@ async function main(): Promise<void> {
       logger: log,
     });
     router.sessions.onLiveSessionsChanged(() => discovery.liveSessionsChanged());
-    parts.push(discovery.start(abort.signal));
+    parts.push(stopping.track("RouteDiscovery client", discovery.start(abort.signal)));
   }
   await Promise.all(parts);
   log.info("router stopped");
 }
+
+/** Below the chart's terminationGracePeriodSeconds (30 s). */
+const STOP_DEADLINE_MS = 20_000;
 
 main().catch((err: unknown) => {
   const e = err as Error & { code?: string };
