@@ -293,13 +293,7 @@ export class RoutedSession {
         u.isDefault === o.isDefault
       )
         continue;
-      // Replaced (same cluster, another URL or secret): the old agent hears the session end
-      // there and hands its traffic back at once. Removed: no Close — an upstream leaves the
-      // route for a readiness blip as well as for good, and a lost connection lets the agent
-      // hold the session's traffic until the upstream returns (its subscriptions replayed).
-      // When the session really ends there, the member drops it from its gateway's table,
-      // and that gateway says so.
-      link.close(u ? "upstream replaced in the route" : undefined);
+      link.close("upstream removed from the route");
       const closed = this.routing.detach(link, "upstream removed from the route");
       this.flow.upstreamRemoved(link);
       if (this.helloDone)

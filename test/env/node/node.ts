@@ -240,12 +240,17 @@ export class TestNode {
     let remaining: string[] = [];
     // The controllers go in the background: a ReplicaSet the garbage collector has not removed
     // yet may still replace a deleted pod, so every pod not yet being deleted is deleted again.
+    // And a pod the garbage collector deleted meanwhile got its own grace period (30 s for the
+    // chart's pods), which may outlast this drain: it is deleted again with a grace of 1 s, which
+    // shortens the period (a later delete may only shorten it).
     await eventually(
       `the pods of node ${this.name} to be gone`,
       async () => {
         const pods = (await core.listPodForAllNamespaces({ fieldSelector: onNode })).items;
         const live = new Set(
-          pods.filter((p) => !p.metadata?.deletionTimestamp).map((p) => p.metadata!.namespace!),
+          pods
+            .filter((p) => !p.metadata?.deletionTimestamp || (p.metadata.deletionGracePeriodSeconds ?? 0) > 1)
+            .map((p) => p.metadata!.namespace!),
         );
         await Promise.all(
           [...live].map((namespace) =>
@@ -263,8 +268,30 @@ export class TestNode {
         return pods.length === 0;
       },
       { timeoutMs, intervalMs: 200 },
-    ).catch((err: unknown) => {
-      throw new Error(`${(err as Error).message}; left: ${remaining.join(", ")}`);
+    ).catch(async (err: unknown) => {
+      throw new Error(
+        `${(err as Error).message}; left: ${remaining.join(", ")}${await this.stuckLogs(core, onNode)}`,
+      );
     });
+  }
+
+  /** The last lines of every container still running on the node: what it was doing when it did not stop. */
+  private async stuckLogs(core: CoreV1Api, onNode: string): Promise<string> {
+    const pods = await core.listPodForAllNamespaces({ fieldSelector: onNode }).catch(() => undefined);
+    const out: string[] = [];
+    for (const p of pods?.items ?? [])
+      for (const c of [...(p.spec?.initContainers ?? []), ...(p.spec?.containers ?? [])]) {
+        const log = await core
+          .readNamespacedPodLog({
+            name: p.metadata!.name!,
+            namespace: p.metadata!.namespace!,
+            container: c.name,
+            tailLines: 8,
+          })
+          .catch(() => "");
+        if (log)
+          out.push(`--- ${p.metadata!.namespace}/${p.metadata!.name}/${c.name}\n${String(log).trimEnd()}`);
+      }
+    return out.length > 0 ? `\n${out.join("\n")}` : "";
   }
 }
