@@ -217,6 +217,18 @@ describe("sessions on real pods", () => {
       await explained(undefined, () =>
         eventually(`${name}'s demo to be restored`, () => restored(name), POLL),
       );
+    // Restored from the saved template: the API server's defaults in the sidecar template (and
+    // the Deployment controller's status writes) are not taken for a user's edit.
+    for (const name of ["east", "west"]) {
+      const logs = await podLogs(
+        stack.set.get(name),
+        "switchyard",
+        "app.kubernetes.io/component=control-plane",
+        400,
+      );
+      expect(logs).toContain("restored the original pod template");
+      expect(logs).not.toContain("changed while the sidecar was in");
+    }
   });
 
   it("mirrors: the pods still answer and the local app sees copies from both clusters", async () => {

@@ -23,7 +23,7 @@ import {
 } from "@kubernetes/client-node";
 import type { Logger } from "pino";
 import { integerIn, OptionError } from "../../../lib/option-error.js";
-import { TerminalReconcileError } from "../runtime/index.js";
+import { reconcileErrorKind, TerminalReconcileError } from "../runtime/index.js";
 import {
   agentIdForPod,
   type AgentEndpoint,
@@ -194,12 +194,12 @@ export class SidecarAgentProvisioner implements AgentProvisioner {
     workload: Workload,
     template: V1PodTemplateSpec,
     ours: Record<string, string | undefined>,
-  ): Promise<string> {
+  ): Promise<number> {
     return this.#patchOps(kind, workload, workloadPatch(workload, template, ours));
   }
 
-  /** Applies JSON patch ops; returns the resourceVersion the write produced. */
-  async #patchOps(kind: string, workload: Workload, body: JsonPatchOp[]): Promise<string> {
+  /** Applies JSON patch ops; returns the generation (spec version) the write produced. */
+  async #patchOps(kind: string, workload: Workload, body: JsonPatchOp[]): Promise<number> {
     const namespace = workload.metadata!.namespace!;
     const name = workload.metadata!.name!;
     const json = setHeaderOptions("Content-Type", PatchStrategy.JsonPatch);
@@ -207,30 +207,44 @@ export class SidecarAgentProvisioner implements AgentProvisioner {
       kind === "deployment"
         ? await this.#apps.patchNamespacedDeployment({ namespace, name, body }, json)
         : await this.#apps.patchNamespacedStatefulSet({ namespace, name, body }, json);
-    return updated.metadata!.resourceVersion!;
+    return updated.metadata!.generation ?? 0;
   }
 
   /**
    * The API server fills in defaults of what we wrote (probe timeouts, a fieldRef's apiVersion,
    * a container's termination message path, …), so the template it stores is not byte for byte
    * the one we hashed. Record the hash of the stored template instead, so that release tells our
-   * own template from a user's edit. Only when the stored object is still our write's version:
-   * an edit made meanwhile is someone else's and must not be taken for ours.
+   * own template from a user's edit. Only when the stored spec is still our write's generation:
+   * an edit made meanwhile is someone else's and must not be taken for ours. (Generation, not
+   * resourceVersion: the workload's controller writes its status at once, which moves the
+   * resourceVersion but not the generation.)
    */
   async #recordStoredHash(
     kind: "deployment" | "statefulset",
     namespace: string,
     name: string,
-    resourceVersion: string,
+    generation: number,
   ): Promise<void> {
-    const stored = await this.#read(kind, namespace, name);
-    if (!stored || stored.metadata!.resourceVersion !== resourceVersion) return;
-    const hash = templateHash(stored.spec!.template);
-    if (stored.metadata!.annotations?.[PATCHED_TEMPLATE_ANNOTATION] === hash) return;
-    await this.#patchOps(kind, stored, [
-      { op: "replace", path: "/metadata/resourceVersion", value: resourceVersion },
-      { op: "replace", path: `/metadata/annotations/${pointer(PATCHED_TEMPLATE_ANNOTATION)}`, value: hash },
-    ]);
+    // A status write between the read and the patch answers 409: read again (a few times).
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const stored = await this.#read(kind, namespace, name);
+      if (!stored || (stored.metadata!.generation ?? 0) !== generation) return;
+      const hash = templateHash(stored.spec!.template);
+      if (stored.metadata!.annotations?.[PATCHED_TEMPLATE_ANNOTATION] === hash) return;
+      try {
+        await this.#patchOps(kind, stored, [
+          { op: "replace", path: "/metadata/resourceVersion", value: stored.metadata!.resourceVersion },
+          {
+            op: "replace",
+            path: `/metadata/annotations/${pointer(PATCHED_TEMPLATE_ANNOTATION)}`,
+            value: hash,
+          },
+        ]);
+        return;
+      } catch (err) {
+        if (reconcileErrorKind(err) !== "conflict") throw err;
+      }
+    }
   }
 
   /** Named targetPorts of the Services that select the template's pods: taken by name, no redirect. */
