@@ -188,6 +188,21 @@ export async function componentLogs(stack: PodStack, tailLines: number): Promise
           out.push(`=== ${cluster} ${namespace}/${p.metadata!.name}/${c.name}`, String(log).trimEnd());
         }
     }
+    // What Kubernetes itself said meanwhile: readiness taken from pods by the node
+    // controller, probe failures, kills (nodes' events land in `default` too).
+    const events = await api.listNamespacedEvent({ namespace: "default" }).catch(() => undefined);
+    const lines = (events?.items ?? [])
+      .map((e) => ({
+        e,
+        at: new Date(String(e.lastTimestamp ?? e.eventTime ?? e.metadata?.creationTimestamp)).getTime(),
+      }))
+      .sort((a, b) => a.at - b.at)
+      .slice(-60)
+      .map(
+        ({ e, at }) =>
+          `${at} ${e.type} ${e.reason} ${e.involvedObject?.kind}/${e.involvedObject?.name} ×${e.count ?? 1}: ${e.message ?? ""}`,
+      );
+    out.push(`=== ${cluster} events in default`, ...lines);
   }
   return out.join("\n");
 }

@@ -8,6 +8,11 @@ export interface PodRunOptions {
   podIP?: string;
   /** Report Ready (default true); false leaves the pod Running but not Ready. */
   ready?: boolean;
+  /**
+   * Ready taken away this many ms ago with the containers still ready, as the node
+   * controller writes when it stopped hearing the node's kubelet (implies `ready`).
+   */
+  nodeNotReadyForMs?: number;
 }
 
 function ipFor(name: string): string {
@@ -33,11 +38,12 @@ export async function markPodRunning(
     const now = new Date();
     const ready = opts.ready ?? true;
     const podIP = opts.podIP ?? ipFor(name);
-    const cond = (type: string, status: boolean) => ({
+    const cond = (type: string, status: boolean, since = now) => ({
       type,
       status: status ? "True" : "False",
-      lastTransitionTime: now,
+      lastTransitionTime: since,
     });
+    const taken = opts.nodeNotReadyForMs;
     pod.status = {
       ...pod.status,
       phase: "Running",
@@ -49,7 +55,7 @@ export async function markPodRunning(
         cond("PodScheduled", true),
         cond("Initialized", true),
         cond("ContainersReady", ready),
-        cond("Ready", ready),
+        taken === undefined ? cond("Ready", ready) : cond("Ready", false, new Date(now.getTime() - taken)),
       ],
       containerStatuses: (pod.spec?.containers ?? []).map((c) => ({
         name: c.name,

@@ -30,6 +30,8 @@ export interface EnsureAgentsResult {
   agents: AgentEndpoint[];
   /** Set when no agent is serving yet: why (condition reason, CamelCase) and what is awaited. */
   waiting?: { reason: string; message: string };
+  /** Set when what `agents` holds changes by itself later (a grace ends): look again after this many ms. */
+  recheckAfterMs?: number;
 }
 
 export interface AgentProvisioner {

@@ -181,7 +181,7 @@ export class ClusterSessionReconciler implements Reconciler {
       return { requeueAfterMs: untilExpiry };
     }
     const resolved = resolution.resolved;
-    const { agents, waiting, secret } = await this.#locks.with(resolved.id, async () => {
+    const { agents, waiting, recheckAfterMs, secret } = await this.#locks.with(resolved.id, async () => {
       const secret = await this.#secrets
         .ensure(ref.namespace, resolved.id)
         .catch((err: unknown) =>
@@ -245,7 +245,7 @@ export class ClusterSessionReconciler implements Reconciler {
         message: `${agents.length} agent(s) serve ${resolved.target.kind} ${resolved.target.name}; stateful operations go to pod ${pod.metadata!.name}`,
       },
     );
-    return { requeueAfterMs: untilExpiry };
+    return { requeueAfterMs: Math.min(untilExpiry, recheckAfterMs ?? untilExpiry) };
   }
 
   /** A failure retrying cannot fix (e.g. a sidecar for a bare pod): Failed, with the reason. */

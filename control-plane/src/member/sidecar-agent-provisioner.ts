@@ -18,6 +18,7 @@ import {
   setHeaderOptions,
   type KubeConfig,
   type V1Deployment,
+  type V1Pod,
   type V1PodTemplateSpec,
   type V1StatefulSet,
 } from "@kubernetes/client-node";
@@ -32,6 +33,7 @@ import {
   type EnsureAgentsResult,
 } from "./agent-provisioner.js";
 import { sha256Hex } from "./agent-secret-store.js";
+import { readinessWithheldUntil } from "./target-resolver.js";
 import { readWorkloadJson } from "./workload-json.js";
 import {
   hasSidecar,
@@ -115,7 +117,13 @@ export class SidecarAgentProvisioner implements AgentProvisioner {
       await this.#recordStoredHash(target.kind, namespace, target.name, written);
       this.#logger?.info({ target: resolved.id }, "added the sidecar agent to the pod template");
     }
-    const agents: AgentEndpoint[] = resolved.readyPods
+    // Ready pods first; then those whose readiness only the node controller took (API
+    // server or kubelet unheard for a while) within the grace: their agents still run.
+    const now = Date.now();
+    const withheld = resolved.pods
+      .map((pod) => ({ pod, until: readinessWithheldUntil(pod) }))
+      .filter((w): w is { pod: V1Pod; until: number } => w.until !== undefined && w.until > now);
+    const agents: AgentEndpoint[] = [...resolved.readyPods, ...withheld.map((w) => w.pod)]
       .filter((p) => hasSidecar(p.spec) && p.metadata?.annotations?.[SECRET_HASH_ANNOTATION] === secretHash)
       .map((pod) => ({
         id: agentIdForPod(pod.metadata!.name!, sha256Hex),
@@ -127,7 +135,10 @@ export class SidecarAgentProvisioner implements AgentProvisioner {
     const without = resolved.pods.filter(
       (p) => !(hasSidecar(p.spec) && p.metadata?.annotations?.[SECRET_HASH_ANNOTATION] === secretHash),
     ).length;
-    if (agents.length > 0 && without === 0) return { agents };
+    if (agents.length > 0 && without === 0)
+      return withheld.length === 0
+        ? { agents }
+        : { agents, recheckAfterMs: Math.max(1, Math.min(...withheld.map((w) => w.until)) - now) };
     if (agents.length > 0)
       return {
         agents: [],

@@ -1,6 +1,12 @@
 import type { V1Deployment, V1Pod } from "@kubernetes/client-node";
 import { describe, expect, it } from "vitest";
-import { rankReadyPods, resolveTarget, type TargetSource } from "./target-resolver.js";
+import {
+  rankReadyPods,
+  readinessWithheldUntil,
+  resolveTarget,
+  WITHHELD_READINESS_GRACE_MS,
+  type TargetSource,
+} from "./target-resolver.js";
 
 function pod(
   name: string,
@@ -84,5 +90,36 @@ describe("resolveTarget", () => {
     const r = resolveTarget(source([pod("p1")]), "ns", "pod/p1/container/app");
     expect(r.ok && r.resolved.readyPods.map((p) => p.metadata!.name)).toEqual(["p1"]);
     expect(r.ok && r.resolved.container).toBe("app");
+  });
+});
+
+describe("readinessWithheldUntil", () => {
+  const since = new Date("2026-03-01T10:00:00Z");
+  const withConditions = (ready: string, containersReady: string | undefined, extra: Partial<V1Pod> = {}) => {
+    const p = pod("web-a");
+    p.status!.conditions = [
+      { type: "Ready", status: ready, lastTransitionTime: since },
+      ...(containersReady ? [{ type: "ContainersReady", status: containersReady }] : []),
+    ];
+    return { ...p, ...extra };
+  };
+
+  it("gives a pod whose Ready alone was taken (containers ready) the grace from that change", () => {
+    expect(readinessWithheldUntil(withConditions("False", "True"))).toBe(
+      since.getTime() + WITHHELD_READINESS_GRACE_MS,
+    );
+    expect(readinessWithheldUntil(withConditions("Unknown", "True"), 1000)).toBe(since.getTime() + 1000);
+  });
+
+  it("gives none to a Ready pod, one with unready containers, a deleted or a non-running one", () => {
+    expect(readinessWithheldUntil(withConditions("True", "True"))).toBeUndefined();
+    expect(readinessWithheldUntil(withConditions("False", "False"))).toBeUndefined();
+    expect(readinessWithheldUntil(withConditions("False", undefined))).toBeUndefined();
+    const deleted = withConditions("False", "True");
+    deleted.metadata!.deletionTimestamp = new Date();
+    expect(readinessWithheldUntil(deleted)).toBeUndefined();
+    const failed = withConditions("False", "True");
+    failed.status!.phase = "Failed";
+    expect(readinessWithheldUntil(failed)).toBeUndefined();
   });
 });

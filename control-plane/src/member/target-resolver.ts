@@ -46,6 +46,36 @@ export function isPodReady(pod: V1Pod): boolean {
   return (pod.status.conditions ?? []).some((c) => c.type === "Ready" && c.status === "True");
 }
 
+/**
+ * How long a pod whose readiness was taken from outside its containers still counts as
+ * serving (see `readinessWithheldUntil`). Milliseconds.
+ */
+export const WITHHELD_READINESS_GRACE_MS = 60_000;
+
+/**
+ * For a running pod that is not Ready although its containers are (`ContainersReady` True):
+ * the time (epoch ms) until which it still counts as serving; undefined for any other pod.
+ * The kubelet never reports that mix for long; it is what the node controller writes when it
+ * has not heard a node's kubelet for its grace period — as after the API server itself was
+ * away, while the containers kept running — or what an unmet readiness gate shows. An agent
+ * in such a pod is still there, so a session keeps it for WITHHELD_READINESS_GRACE_MS after
+ * the pod's Ready condition changed instead of withdrawing a healthy cluster; a node that is
+ * really gone loses its agents once that grace is over (the routers already saw them down).
+ */
+export function readinessWithheldUntil(
+  pod: V1Pod,
+  graceMs = WITHHELD_READINESS_GRACE_MS,
+): number | undefined {
+  if (pod.metadata?.deletionTimestamp) return undefined;
+  if (pod.status?.phase !== "Running" || !pod.status.podIP) return undefined;
+  const conditions = pod.status.conditions ?? [];
+  const ready = conditions.find((c) => c.type === "Ready");
+  const containersReady = conditions.find((c) => c.type === "ContainersReady");
+  if (!ready || ready.status === "True" || containersReady?.status !== "True") return undefined;
+  const since = new Date(String(ready.lastTransitionTime ?? "")).getTime();
+  return Number.isFinite(since) ? since + graceMs : undefined;
+}
+
 function createdAt(pod: V1Pod): number {
   const t = pod.metadata?.creationTimestamp as Date | string | undefined;
   return t === undefined ? 0 : new Date(t).getTime();

@@ -32,6 +32,11 @@ export class BroadcastMerge {
   readonly startedAt = performance.now();
   readonly startedMs = Date.now();
   readonly waiting = new Set<UpstreamLink>();
+  /**
+   * Per upstream it was sent to: the count of that link's ups under which the request
+   * reaches it (the current one when open; the next when queued before a first connect).
+   */
+  readonly reachedUp = new Map<UpstreamLink, number>();
   readonly answers: UpstreamAnswer[] = [];
 
   /**

@@ -337,6 +337,36 @@ describe("merged replies", () => {
     expect(client.inbox.count(isError)).toBe(0);
     expect(agents.west.inbox.count(isError)).toBe(0);
   });
+
+  it("gives a subscription change still in flight to an upstream that came up meanwhile", async () => {
+    await client.subscribe(31, 8082);
+    const down = client.upstreamStatus("west", pb.UpstreamState.DOWN, 5000, true);
+    await agents.west.stop();
+    await down;
+    // east and north answer late: west returns (and gets its replay) while both changes wait.
+    agents.east.delayMs = agents.north.delayMs = 200;
+    let settled = false;
+    const changes = Promise.all([client.subscribe(32, 8083), client.unsubscribe(31, 8082)]).then((r) => {
+      settled = true;
+      return r;
+    });
+    const up = client.upstreamStatus("west", pb.UpstreamState.UP, 5000, true);
+    await agents.west.start();
+    await up;
+    await agents.west.inbox.waitFor(
+      (f) => f.family === F.SUBSCRIPTION && f.connectionId === 31 && f.requestId >= 0x80000000,
+    );
+    expect(settled).toBe(false);
+    expect([agents.west.subscriptions.has(31), agents.west.subscriptions.has(32)]).toEqual([true, false]);
+    for (const r of await changes) expect(r.flags & FLAG_ERROR).toBe(0);
+    await agents.west.inbox.waitFor(
+      (f) =>
+        f.family === F.SUBSCRIPTION && f.kind === pb.SubscriptionKind.UNSUBSCRIBE && f.connectionId === 31,
+    );
+    await client.ping();
+    expect([agents.west.subscriptions.has(31), agents.west.subscriptions.has(32)]).toEqual([false, true]);
+    expect(client.inbox.count(isError)).toBe(0);
+  });
 });
 
 describe("frames from upstreams", () => {

@@ -60,6 +60,8 @@ export class FrameRouting {
   private readonly conns = new ConnectionMap<UpstreamLink>();
   private readonly subscriptions = new SubscriptionReplay<UpstreamLink>();
   private readonly broadcasts: BroadcastsInFlight;
+  /** Per upstream link: how many times it came up (its subscriptions replayed each time). */
+  private readonly ups = new WeakMap<UpstreamLink, number>();
 
   constructor(
     private readonly client: ClientChannel,
@@ -110,6 +112,7 @@ export class FrameRouting {
    * arrive twice: renewing one's own subscription is idempotent at the agent.)
    */
   upstreamUp(link: UpstreamLink): void {
+    this.ups.set(link, (this.ups.get(link) ?? 0) + 1);
     for (const frame of this.subscriptions.replayFor(link)) link.send(frame);
   }
 
@@ -238,6 +241,7 @@ export class FrameRouting {
         continue;
       }
       merge.waiting.add(link);
+      merge.reachedUp.set(link, (this.ups.get(link) ?? 0) + (link.state === "open" ? 0 : 1));
       if (this.sendToLink(link, data, false) === Sent.Rejected)
         merge.giveUp(link, HealthState.DOWN, "send rejected");
     }
@@ -261,8 +265,16 @@ export class FrameRouting {
     const reply = merge.reply();
     if (merge.family === F.SUBSCRIPTION) {
       const subscriptionId = merge.request.readUInt32BE(8);
-      if (merge.kind === SubscriptionKind.UNSUBSCRIBE) this.subscriptions.remove(subscriptionId);
+      const unsubscribe = merge.kind === SubscriptionKind.UNSUBSCRIBE;
+      const held = this.subscriptions.has(subscriptionId);
+      if (unsubscribe) this.subscriptions.remove(subscriptionId);
       else if (merge.succeeded) this.subscriptions.accept(subscriptionId, merge.request);
+      // An upstream that came up (added, or back) while this change was in flight got a
+      // replay of the subscriptions as they were then: without the change. It gets it now.
+      if (unsubscribe ? held : merge.succeeded)
+        for (const link of this.links.values())
+          if (link.state === "open" && merge.reachedUp.get(link) !== this.ups.get(link))
+            link.send(this.subscriptions.resend(link, merge.request));
     }
     this.client.send(reply);
   }

@@ -40,19 +40,23 @@ export class SubscriptionReplay<U> {
    * fresh router-owned request ids, each awaited by `consume`.
    */
   replayFor(upstream: U): Buffer[] {
-    if (this.accepted.size === 0) return [];
+    return [...this.accepted.values()].map((frame) => this.resend(upstream, frame));
+  }
+
+  /**
+   * A copy of `frame` (a subscription change) for `upstream` alone, with a fresh router-owned
+   * request id awaited by `consume`: for an upstream that came up while the change was in
+   * flight, so neither its replay nor the broadcast carried it.
+   */
+  resend(upstream: U, frame: Buffer): Buffer {
     let waiting = this.pending.get(upstream);
     if (!waiting) this.pending.set(upstream, (waiting = new Set()));
-    const frames: Buffer[] = [];
-    for (const frame of this.accepted.values()) {
-      const copy = Buffer.from(frame);
-      const requestId = (INTERNAL_REQUEST_BIT | this.nextRequest++) >>> 0;
-      if (this.nextRequest > MAX_INTERNAL_REQUEST) this.nextRequest = 1;
-      copy.writeUInt32BE(requestId, 4);
-      waiting.add(requestId);
-      frames.push(copy);
-    }
-    return frames;
+    const copy = Buffer.from(frame);
+    const requestId = (INTERNAL_REQUEST_BIT | this.nextRequest++) >>> 0;
+    if (this.nextRequest > MAX_INTERNAL_REQUEST) this.nextRequest = 1;
+    copy.writeUInt32BE(requestId, 4);
+    waiting.add(requestId);
+    return copy;
   }
 
   /** True when `requestId` answers a replay sent to `upstream` (the reply is then consumed). */

@@ -7,7 +7,8 @@ import { DNS_LABEL_PATTERN, DnsSubdomain, MapOf, StringEnum } from "./schema-pri
 
 export const BRANCH_KINDS = ["PgBranchDatabase", "MysqlBranchDatabase"] as const;
 
-const ENV_VAR_PATTERN = "^[A-Za-z_][A-Za-z0-9_]*$";
+/** An environment variable name, as containers and the agent accept it. */
+export const ENV_VAR_PATTERN = "^[A-Za-z_][A-Za-z0-9_]*$";
 // SQS queue names: letters, digits, hyphens, underscores (and `.fifo`), up to 80 characters.
 const QUEUE_ID_PATTERN = "^[A-Za-z0-9_-]+(\\.fifo)?$";
 const MESSAGE_ATTRIBUTE_PATTERN = "^[A-Za-z0-9_.-]+$";

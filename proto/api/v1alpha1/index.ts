@@ -3,6 +3,14 @@
 // derived from the TypeBox definitions in the kind modules; the YAML under
 // charts/switchyard/crds is generated from the same. Everyone imports from here.
 import type { KubeConfig } from "@kubernetes/client-node";
+import {
+  mysqlBranchDatabaseCrd,
+  pgBranchDatabaseCrd,
+  type MysqlBranchDatabaseSpec,
+  type MysqlBranchDatabaseStatus,
+  type PgBranchDatabaseSpec,
+  type PgBranchDatabaseStatus,
+} from "./branch-database.js";
 import { clusterSessionCrd, type ClusterSessionSpec, type ClusterSessionStatus } from "./cluster-session.js";
 import { CustomResourceClient } from "./custom-resource-client.js";
 import {
@@ -21,6 +29,7 @@ export * from "./connect-params.js";
 export * from "./cluster-session.js";
 export * from "./multi-cluster-session.js";
 export * from "./switchyard-operator.js";
+export * from "./branch-database.js";
 export { buildCrdManifest, crdName } from "./crd-definition.js";
 export type {
   CrdDefinition,
@@ -84,4 +93,20 @@ export function multiClusterSessionClient(kc: KubeConfig, options?: ClientOption
 
 export function clusterSessionClient(kc: KubeConfig, options?: ClientOptions) {
   return new CustomResourceClient<ClusterSessionSpec, ClusterSessionStatus>(kc, clusterSessionCrd, options);
+}
+
+export function pgBranchDatabaseClient(kc: KubeConfig, options?: ClientOptions) {
+  return new CustomResourceClient<PgBranchDatabaseSpec, PgBranchDatabaseStatus>(
+    kc,
+    pgBranchDatabaseCrd,
+    options,
+  );
+}
+
+export function mysqlBranchDatabaseClient(kc: KubeConfig, options?: ClientOptions) {
+  return new CustomResourceClient<MysqlBranchDatabaseSpec, MysqlBranchDatabaseStatus>(
+    kc,
+    mysqlBranchDatabaseCrd,
+    options,
+  );
 }

@@ -151,6 +151,8 @@ describe("TypeBox schemas validate locally like the API server", () => {
     expect(Object.keys(crdDefinitions).sort()).toEqual([
       "ClusterSession",
       "MultiClusterSession",
+      "MysqlBranchDatabase",
+      "PgBranchDatabase",
       "SwitchyardOperator",
     ]);
   });

@@ -1,6 +1,7 @@
 // The CRD manifests of every Switchyard kind, built from their TypeBox definitions.
 // The control plane's installCrds applies these objects; the generator renders the same
 // objects to YAML.
+import { mysqlBranchDatabaseCrd, pgBranchDatabaseCrd } from "./branch-database.js";
 import { buildCrdManifest, type CrdDefinition, type CrdManifest } from "./crd-definition.js";
 import { clusterSessionCrd } from "./cluster-session.js";
 import { multiClusterSessionCrd } from "./multi-cluster-session.js";
@@ -10,6 +11,8 @@ export const crdDefinitions = {
   SwitchyardOperator: switchyardOperatorCrd,
   MultiClusterSession: multiClusterSessionCrd,
   ClusterSession: clusterSessionCrd,
+  PgBranchDatabase: pgBranchDatabaseCrd,
+  MysqlBranchDatabase: mysqlBranchDatabaseCrd,
 } satisfies Record<string, CrdDefinition>;
 
 export type CrdKind = keyof typeof crdDefinitions;

@@ -210,6 +210,8 @@ describe("Primary install", () => {
       "clustersessions.switchyard.dev",
       "multiclustersessions.switchyard.dev",
       "switchyardoperators.switchyard.dev",
+      "pgbranchdatabases.switchyard.dev",
+      "mysqlbranchdatabases.switchyard.dev",
     ];
     const deadline = Date.now() + 30_000;
     for (const name of names) {

@@ -15,13 +15,13 @@ import {
   switchyardOperatorClient,
   type ClusterSession,
   type MultiClusterSession,
-  type StatusCondition,
   type SwitchyardOperator,
   VERSION,
 } from "../../../proto/api/v1alpha1/index.js";
 import { installCrds } from "../../../control-plane/src/runtime/index.js";
 import { startClusterSet, type ClusterSet } from "../../env/index.js";
 import { eventually } from "../../support/poll.js";
+import { condition } from "./test-condition.js";
 
 const NS = "crd-tests";
 const HASH = "0123456789abcdef".repeat(4);
@@ -96,16 +96,6 @@ const validChild = (parent: string, cluster: string) => ({
     },
   },
 });
-
-function condition(type: string, status: "True" | "False" | "Unknown"): StatusCondition {
-  return {
-    type,
-    status,
-    reason: "Test",
-    message: "set by the test",
-    lastTransitionTime: new Date().toISOString(),
-  };
-}
 
 describe("installation", () => {
   it("installs every CRD and each is Established with its names accepted", async () => {

@@ -399,6 +399,33 @@ describe("member mode with sidecar agents", () => {
       await eventually("agents: 2 in status", async () => (await get(child))?.status?.agents === 2);
       const route = m.routes.get(key(child))!;
 
+      // The node controller takes Ready from both pods (their kubelet unheard), containers
+      // still ready: the agents stay — the first only for what is left of its grace (8 s).
+      await markPodRunning(kc, NS, newPod.metadata!.name!, { nodeNotReadyForMs: 52_000 });
+      await markPodRunning(kc, NS, second.metadata!.name!, { nodeNotReadyForMs: 0 });
+      // The kubelet reports the second's containers unready: that one goes at once.
+      await markPodRunning(kc, NS, second.metadata!.name!, { ready: false });
+      const held = await eventually("one agent left", async () => {
+        const s = await get(child);
+        return s?.status?.agents === 1 && s;
+      });
+      expect(held.status!.phase).toBe("Ready");
+      expect(m.routes.get(key(child))!.upstreams.map((u) => u.cluster)).toEqual([newPod.metadata!.name]);
+      // With no further event, the first's grace ends and the session waits for a ready pod.
+      const lapsed = await eventually(
+        "the withheld pod's grace to end",
+        async () => {
+          const s = await get(child);
+          return s?.status?.phase === "Pending" && s;
+        },
+        { timeoutMs: 20_000 },
+      );
+      expect(readyCondition(lapsed)?.status).toBe("False");
+      expect(m.routes.get(key(child))!.state).toBe(SessionState.CREATING);
+      await markPodRunning(kc, NS, newPod.metadata!.name!);
+      await markPodRunning(kc, NS, second.metadata!.name!);
+      await eventually("agents: 2 again", async () => (await get(child))?.status?.agents === 2);
+
       // A second (single-cluster) session on the same target shares the sidecar.
       const generation = (await apps.readNamespacedDeployment({ namespace: NS, name: "shop" })).metadata!
         .generation;
