@@ -77,10 +77,10 @@ export const BRANCH_ENGINES = {
 
 // Identifiers that reach SQL statements: plain characters only, so they never need quoting
 // rules that differ between engines.
-const IDENTIFIER_PATTERN = "^[A-Za-z0-9_][A-Za-z0-9_$-]*$";
+export const DATABASE_IDENTIFIER_PATTERN = "^[A-Za-z0-9_][A-Za-z0-9_$-]*$";
 const USER_PATTERN = "^[A-Za-z0-9_][A-Za-z0-9_.$-]*$";
 // `table` or `schema.table`.
-const TABLE_PATTERN = "^[A-Za-z_][A-Za-z0-9_$]*(\\.[A-Za-z_][A-Za-z0-9_$]*)?$";
+export const TABLE_NAME_PATTERN = "^[A-Za-z_][A-Za-z0-9_$]*(\\.[A-Za-z_][A-Za-z0-9_$]*)?$";
 const HOST_PATTERN = "^[A-Za-z0-9.:_-]+$";
 // A Secret's data key.
 const SECRET_KEY_PATTERN = "^[-._a-zA-Z0-9]+$";
@@ -128,7 +128,7 @@ function sourceSchema(engine: BranchEngine) {
           description: "Source database to branch from.",
           minLength: 1,
           maxLength: engine.databaseMaxLength,
-          pattern: IDENTIFIER_PATTERN,
+          pattern: DATABASE_IDENTIFIER_PATTERN,
         }),
       ),
       user: Type.Optional(
@@ -183,7 +183,7 @@ export const TableFilter = Type.Object({
     description: "Table whose matching rows are copied: `table` or `schema.table`.",
     minLength: 1,
     maxLength: 129,
-    pattern: TABLE_PATTERN,
+    pattern: TABLE_NAME_PATTERN,
   }),
   where: Type.String({
     description: "SQL condition selecting the rows to copy, e.g. `tenant_id = 42` (one expression, no `;`).",
@@ -278,7 +278,7 @@ function statusSchema(engine: BranchEngine) {
           description: "Name of the branch database on the server.",
           minLength: 1,
           maxLength: engine.databaseMaxLength,
-          pattern: IDENTIFIER_PATTERN,
+          pattern: DATABASE_IDENTIFIER_PATTERN,
         }),
       ),
       expiresAt: Type.Optional(Timestamp("When the branch is deleted unless a session extends it.")),
