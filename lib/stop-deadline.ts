@@ -3,6 +3,9 @@
 // unreleased and unexplained. `StopDeadline` names the parts of a process as they run; once a
 // stop is asked for, the parts still running when the deadline passes are handed to
 // `onExpired` (which logs them and exits), so a hang is cut short and says where it was.
+/** How long a stopping component waits for its parts: below the chart's terminationGracePeriodSeconds (30 s). */
+export const STOP_DEADLINE_MS = 20_000;
+
 export class StopDeadline {
   private readonly running = new Map<number, string>();
   private next = 0;

@@ -3,11 +3,9 @@
 // naming what to fix.
 import { pino } from "pino";
 import { OptionError } from "../../lib/option-error.js";
+import { STOP_DEADLINE_MS } from "../../lib/stop-deadline.js";
 import { HelpRequested, parseControlPlaneArgs } from "./control-plane-options.js";
 import { startControlPlane } from "./control-plane.js";
-
-/** Below the chart's terminationGracePeriodSeconds (30 s). */
-const STOP_DEADLINE_MS = 20_000;
 
 async function main(): Promise<number> {
   let options;

@@ -60,8 +60,6 @@ export class FrameRouting {
   private readonly conns = new ConnectionMap<UpstreamLink>();
   private readonly subscriptions = new SubscriptionReplay<UpstreamLink>();
   private readonly broadcasts: BroadcastsInFlight;
-  /** Per upstream link: how many times it came up (its subscriptions replayed each time). */
-  private readonly ups = new WeakMap<UpstreamLink, number>();
 
   constructor(
     private readonly client: ClientChannel,
@@ -112,7 +110,6 @@ export class FrameRouting {
    * arrive twice: renewing one's own subscription is idempotent at the agent.)
    */
   upstreamUp(link: UpstreamLink): void {
-    this.ups.set(link, (this.ups.get(link) ?? 0) + 1);
     for (const frame of this.subscriptions.replayFor(link)) link.send(frame);
   }
 
@@ -241,7 +238,7 @@ export class FrameRouting {
         continue;
       }
       merge.waiting.add(link);
-      merge.reachedUp.set(link, (this.ups.get(link) ?? 0) + (link.state === "open" ? 0 : 1));
+      merge.reachedUp.set(link, link.ups + (link.state === "open" ? 0 : 1));
       if (this.sendToLink(link, data, false) === Sent.Rejected)
         merge.giveUp(link, HealthState.DOWN, "send rejected");
     }
@@ -273,7 +270,7 @@ export class FrameRouting {
       // replay of the subscriptions as they were then: without the change. It gets it now.
       if (unsubscribe ? held : merge.succeeded)
         for (const link of this.links.values())
-          if (link.state === "open" && merge.reachedUp.get(link) !== this.ups.get(link))
+          if (link.state === "open" && merge.reachedUp.get(link) !== link.ups)
             link.send(this.subscriptions.resend(link, merge.request));
     }
     this.client.send(reply);

@@ -1,7 +1,7 @@
 // The router process: parses flags/env, builds the RouterServer, feeds its routing table
 // from the control plane (RouteDiscovery) and/or a static routes file, and runs until
 // SIGTERM/SIGINT. Every flag has an environment variable (SWITCHYARD_ROUTER_<FLAG>).
-import { StopDeadline } from "../../../lib/stop-deadline.js";
+import { STOP_DEADLINE_MS, StopDeadline } from "../../../lib/stop-deadline.js";
 import { readFileSync } from "node:fs";
 import { hostname } from "node:os";
 import { Command, Option } from "commander";
@@ -241,9 +241,6 @@ async function main(): Promise<void> {
   await Promise.all(parts);
   log.info("router stopped");
 }
-
-/** Below the chart's terminationGracePeriodSeconds (30 s). */
-const STOP_DEADLINE_MS = 20_000;
 
 main().catch((err: unknown) => {
   const e = err as Error & { code?: string };

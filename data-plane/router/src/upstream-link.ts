@@ -100,7 +100,7 @@ export class UpstreamLink {
   private queue: Buffer[] = [];
   private queuedBytes = 0;
   private readonly backoff: Backoff;
-  private everUp = false;
+  private upCount = 0;
   private retryTimer: NodeJS.Timeout | undefined;
   private lastPingAt = 0;
   /** The current connection's peer (replaced on every dial). */
@@ -121,9 +121,14 @@ export class UpstreamLink {
     return this.ws && this.state === "open" ? this.ws.bufferedAmount : this.queuedBytes;
   }
 
+  /** How many times the link came up (hello answered); 0 until the first. */
+  get ups(): number {
+    return this.upCount;
+  }
+
   /** Open, or still connecting for the first time (frames queue): counts as live for merges. */
   get live(): boolean {
-    return this.state === "open" || (this.state === "connecting" && !this.everUp);
+    return this.state === "open" || (this.state === "connecting" && this.upCount === 0);
   }
 
   get congested(): boolean {
@@ -215,9 +220,9 @@ export class UpstreamLink {
       this.fail(`upstream answered hello with unsupported protocol version ${version}`);
       return;
     }
-    const reconnected = this.everUp;
+    const reconnected = this.upCount > 0;
     this.state = "open";
-    this.everUp = true;
+    this.upCount++;
     this.backoff.reset();
     this.lastError = "";
     const q = this.queue;
@@ -243,7 +248,7 @@ export class UpstreamLink {
       c.toUpstreamBytes[f]! += buf.length;
       return ws.bufferedAmount > this.opts.limits.highWaterBytes ? Sent.Congested : Sent.Ok;
     }
-    if (this.state === "connecting" && !this.everUp) {
+    if (this.state === "connecting" && this.upCount === 0) {
       if (this.queuedBytes + buf.length > this.opts.limits.hardLimitBytes) return Sent.Rejected;
       this.queue.push(buf);
       this.queuedBytes += buf.length;

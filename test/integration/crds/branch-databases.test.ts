@@ -4,7 +4,6 @@
 // field; the spec is immutable except ttlSeconds; the status subresource, printer
 // columns, short names and categories work.
 import {
-  ApiException,
   ApiextensionsV1Api,
   CoreV1Api,
   CustomObjectsApi,
@@ -22,7 +21,7 @@ import {
 } from "../../../proto/api/v1alpha1/index.js";
 import { installCrds } from "../../../control-plane/src/runtime/index.js";
 import { startClusterSet, type ClusterSet } from "../../env/index.js";
-import { condition } from "./test-condition.js";
+import { condition, refused } from "./crd-writes.js";
 
 const NS = "branch-tests";
 let set: ClusterSet;
@@ -66,19 +65,6 @@ function createPg(spec: Record<string, unknown>, name = branchName()) {
     metadata: { name, namespace: NS },
     spec: { ...fromEnv, ...spec } as BranchDatabaseSpec,
   });
-}
-
-/** Awaits a write expected to be refused and returns the API server's 422 causes. */
-async function refused(write: Promise<unknown>): Promise<{ message: string; fields: string[] }> {
-  const err = await write.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  expect(err, "the API server accepted an invalid object").toBeInstanceOf(ApiException);
-  const e = err as ApiException<string>;
-  expect(e.code).toBe(422);
-  const body = JSON.parse(e.body) as { message: string; details?: { causes?: { field?: string }[] } };
-  return { message: body.message, fields: (body.details?.causes ?? []).map((c) => c.field ?? "") };
 }
 
 describe("valid branches", () => {

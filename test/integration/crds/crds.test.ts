@@ -21,7 +21,7 @@ import {
 import { installCrds } from "../../../control-plane/src/runtime/index.js";
 import { startClusterSet, type ClusterSet } from "../../env/index.js";
 import { eventually } from "../../support/poll.js";
-import { condition } from "./test-condition.js";
+import { condition, refused } from "./crd-writes.js";
 
 const NS = "crd-tests";
 const HASH = "0123456789abcdef".repeat(4);
@@ -46,19 +46,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await set?.stop();
 });
-
-/** Awaits a write expected to be refused and returns the API server's 422 causes. */
-async function refused(write: Promise<unknown>): Promise<{ message: string; fields: string[] }> {
-  const err = await write.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  expect(err, "the API server accepted an invalid object").toBeInstanceOf(ApiException);
-  const e = err as ApiException<string>;
-  expect(e.code).toBe(422);
-  const body = JSON.parse(e.body) as { message: string; details?: { causes?: { field?: string }[] } };
-  return { message: body.message, fields: (body.details?.causes ?? []).map((c) => c.field ?? "") };
-}
 
 function rawGet(path: string, accept: string): Promise<{ status: number; body: unknown }> {
   return new Promise((resolve, reject) => {
