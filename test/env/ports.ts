@@ -1,17 +1,39 @@
 // Free loopback ports for components that cannot bind port 0 and report it back.
+import { randomInt } from "node:crypto";
+import { readFileSync } from "node:fs";
 import { createServer, type Server } from "node:net";
+
+// Ports come from below the kernel's ephemeral range: a port handed out here is bound by its
+// caller only later (after a process starts), and a port of the ephemeral range could be taken
+// meanwhile as the source port of any outgoing connection on the host. They stay below the
+// NodePort range too (30000–32767), which the test nodes' kube-proxy answers on loopback.
+const LOWEST = 10_000;
+const NODE_PORTS_START = 30_000;
+
+function ephemeralRangeStart(): number {
+  try {
+    const first = Number(
+      readFileSync("/proc/sys/net/ipv4/ip_local_port_range", "utf8").trim().split(/\s+/)[0],
+    );
+    return Number.isInteger(first) && first > LOWEST + 1000 ? first : 32768;
+  } catch {
+    return 32768;
+  }
+}
 
 /** Reserves `count` distinct free ports on 127.0.0.1 and releases them for the caller to bind. */
 export async function freePorts(count: number): Promise<number[]> {
   const servers: Server[] = [];
+  const below = Math.min(ephemeralRangeStart(), NODE_PORTS_START);
   try {
-    for (let i = 0; i < count; i++) {
+    while (servers.length < count) {
       const srv = createServer();
-      await new Promise<void>((resolve, reject) => {
-        srv.once("error", reject);
-        srv.listen(0, "127.0.0.1", () => resolve());
+      const port = LOWEST + randomInt(below - LOWEST);
+      const bound = await new Promise<boolean>((resolve) => {
+        srv.once("error", () => resolve(false));
+        srv.listen(port, "127.0.0.1", () => resolve(true));
       });
-      servers.push(srv);
+      if (bound) servers.push(srv);
     }
     return servers.map((s) => {
       const addr = s.address();
