@@ -11,6 +11,7 @@
 //   pods [--runs n] [--requests n]                                  real pods: exec -> Ready, memory, stolen vs direct
 //   chaos [--only list] [--sessions n] [--rate n] [--duration s] [--kill-every s] [--outage s]
 //                                                                   real pods: leader, router, API server, client kills
+//   branching [--size-mb n] [--runs n]                              database branches: time to Ready vs the plain tools
 import { Command } from "commander";
 import { defaultRouterBench, runRouterBench } from "./router-bench.js";
 import { defaultK6Bench, K6_SCENARIOS, runK6Bench, type K6Scenario } from "./k6-bench.js";
@@ -22,6 +23,7 @@ import { defaultFailoverBench, runFailoverBench } from "./failover.js";
 import { defaultPrimaryLatencyBench, runPrimaryLatencyBench } from "./primary-latency.js";
 import { defaultMemberLatencyBench, runMemberLatencyBench } from "./member-latency.js";
 import { defaultPodsBench, runPodsBench } from "./pods.js";
+import { defaultBranchingBench, runBranchingBench } from "./branching.js";
 import { CHAOS_SCENARIOS, defaultChaosBench, runChaosBench, type ChaosScenario } from "./chaos.js";
 
 const program = new Command("bench");
@@ -224,6 +226,17 @@ program
       scenarios: only as K6Scenario[],
       ...(o.quick ? { stageSeconds: 5 } : {}),
     });
+    process.exit(0);
+  });
+program
+  .command("branching")
+  .description(
+    "database branches: time to Ready per copy mode and path vs CREATE DATABASE … TEMPLATE and pg_dump | psql",
+  )
+  .option("--size-mb <n>", "size of the generated source database", String(defaultBranchingBench.sizeMb))
+  .option("--runs <n>", "runs per measured copy", String(defaultBranchingBench.runs))
+  .action(async (o: { sizeMb: string; runs: string }) => {
+    await runBranchingBench({ sizeMb: Number(o.sizeMb), runs: Number(o.runs) });
     process.exit(0);
   });
 await program.parseAsync();

@@ -14,6 +14,11 @@ import {
   type SessionConfigFile,
   type SessionFlags,
 } from "./sdk/local/session-config.js";
+import {
+  branchesDestroyCommand,
+  branchesListCommand,
+  branchesStatusCommand,
+} from "./commands/branches-command.js";
 import { execCommand } from "./commands/exec-command.js";
 import { parseOutputFormat, processOut, reportError, type Out } from "./commands/output.js";
 import { envCommand, filesCatCommand, filesLsCommand } from "./commands/remote-commands.js";
@@ -198,6 +203,76 @@ export function buildProgram(out: Out, setExit: (code: number) => void): Command
         return sessionsKillCommand(
           kc,
           { ids, all: o.all === true, namespace: resolveNamespace(kc, undefined, o.namespace) },
+          parseOutputFormat(o.output),
+          out,
+        );
+      }),
+    );
+
+  const branches = program.command("branches").description("list, inspect or destroy database branches");
+  branches
+    .command("list")
+    .alias("ls")
+    .description("database branches (PgBranchDatabase, MysqlBranchDatabase) in the namespace (-A: all)")
+    .option("-A, --all-namespaces", "list branches of every namespace")
+    .action(
+      guarded(async (_o: unknown, cmd: Command) => {
+        const o = globals(cmd) as GlobalOpts & { allNamespaces?: boolean };
+        const kc = kube(o);
+        const namespace = o.allNamespaces ? undefined : resolveNamespace(kc, undefined, o.namespace);
+        return branchesListCommand(kc, { namespace }, parseOutputFormat(o.output), out);
+      }),
+    );
+  const engineOption = () =>
+    new Option("--engine <engine>", "the branch's engine, when the name exists as both").choices([
+      "postgres",
+      "mysql",
+    ]);
+  branches
+    .command("status")
+    .description("one branch: phase, spec, expiry, sessions and conditions")
+    .argument("<name>", "branch name (see branches list)")
+    .addOption(engineOption())
+    .action(
+      guarded(async (name: string, _o: unknown, cmd: Command) => {
+        const o = globals(cmd) as GlobalOpts & { engine?: string };
+        const kc = kube(o);
+        return branchesStatusCommand(
+          kc,
+          {
+            name,
+            namespace: resolveNamespace(kc, undefined, o.namespace),
+            ...(o.engine ? { engine: o.engine } : {}),
+          },
+          parseOutputFormat(o.output),
+          out,
+        );
+      }),
+    );
+  branches
+    .command("destroy")
+    .description("delete a branch (its database, Secret and copies go with it)")
+    .argument("<name>", "branch name (see branches list)")
+    .addOption(engineOption())
+    .option("--wait <seconds>", "how long to wait until it is gone (0: do not wait)", "60")
+    .action(
+      guarded(async (name: string, _o: unknown, cmd: Command) => {
+        const o = globals(cmd) as GlobalOpts & { engine?: string; wait?: string };
+        const waitSeconds = Number(o.wait ?? "60");
+        if (!Number.isFinite(waitSeconds) || waitSeconds < 0)
+          throw new CliError(
+            CliErrorCode.INVALID_OPTION,
+            `--wait "${o.wait}" must be a number of seconds, 0 or more`,
+          );
+        const kc = kube(o);
+        return branchesDestroyCommand(
+          kc,
+          {
+            name,
+            namespace: resolveNamespace(kc, undefined, o.namespace),
+            ...(o.engine ? { engine: o.engine } : {}),
+            waitSeconds,
+          },
           parseOutputFormat(o.output),
           out,
         );

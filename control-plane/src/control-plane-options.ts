@@ -8,6 +8,11 @@ import { hostname } from "node:os";
 import { Command, Option } from "commander";
 import { OptionError } from "../../lib/option-error.js";
 import { parseTargetPattern } from "./allow-list/index.js";
+import {
+  addBranchingOptions,
+  parseBranchingOptions,
+  type BranchingOptions,
+} from "./branching/branching-options.js";
 import { MAX_CONNECTION_AGE_LIMIT_MS } from "./route-discovery/index.js";
 
 export type ControlPlaneMode = "primary" | "member" | "both";
@@ -83,6 +88,8 @@ export interface ControlPlaneOptions {
   gatewayCaPem: string | undefined;
   /** Install the CRDs at start (embedded environment; in clusters Helm does it). */
   installCrds: boolean;
+  /** Database branching: whether this member is the Default, and the branch servers. */
+  branching: BranchingOptions;
 }
 
 export function parseListen(flag: string, value: string): ListenAddress {
@@ -134,7 +141,8 @@ export function parseControlPlaneArgs(
   argv: string[],
   env: NodeJS.ProcessEnv = process.env,
 ): ControlPlaneOptions {
-  const cmd = new Command("switchyard-control-plane")
+  const cmd = new Command("switchyard-control-plane");
+  cmd
     .exitOverride()
     .configureOutput({ writeErr: () => {}, writeOut: () => {} })
     .addOption(
@@ -213,6 +221,7 @@ export function parseControlPlaneArgs(
     .option("--agent-ca <file>", "PEM CA bundle routers verify wss:// agents with")
     .option("--gateway-ca <file>", "Primary: PEM CA bundle routers verify member gateways (wss://) with")
     .option("--install-crds", "install the CRDs at start (embedded environment)", false);
+  addBranchingOptions(cmd);
   try {
     cmd.parse(argv, { from: "user" });
   } catch (err) {
@@ -391,5 +400,6 @@ export function parseControlPlaneArgs(
     agentCaPem: agentCa !== undefined ? readPem("--agent-ca", agentCa) : undefined,
     gatewayCaPem: gatewayCa !== undefined ? readPem("--gateway-ca", gatewayCa) : undefined,
     installCrds: o.installCrds === true,
+    branching: parseBranchingOptions(o, mode),
   };
 }

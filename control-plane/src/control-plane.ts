@@ -36,6 +36,7 @@ import {
   TokenReviewAuthenticator,
 } from "./route-discovery/index.js";
 import { ControllerMetrics, installCrds } from "./runtime/index.js";
+import { branchingParts } from "./branching/branching-parts.js";
 import {
   HeartbeatTracker,
   SessionController,
@@ -230,6 +231,23 @@ export async function startControlPlane(
     });
     parts.push(stopping.track("member Lease", elector.start(signal)));
   }
+
+  // Database branching: the controllers this cluster runs, decided once the configuration is known.
+  const branching = branchingParts({
+    options: o,
+    kubeConfig: kc,
+    clusterRegistry,
+    registry,
+    controllerMetrics,
+    logger,
+  });
+  leaderWork.push((leading) => branching.leaderWork(leading));
+  parts.push(
+    stopping.track(
+      "branch placement",
+      branching.placement.then(() => undefined),
+    ),
+  );
 
   const grpc = await grpcServer.listen();
   const health = new HealthServer({

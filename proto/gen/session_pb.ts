@@ -31,7 +31,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file session.proto.
  */
 export const file_session: GenFile = /*@__PURE__*/
-  fileDesc("Cg1zZXNzaW9uLnByb3RvEhVzd2l0Y2h5YXJkLnNlc3Npb24udjEiPwoFSGVsbG8SEwoLbWluX3ZlcnNpb24YASABKA0SEwoLbWF4X3ZlcnNpb24YAiABKA0SDAoEcGVlchgDIAEoCSIpCghIZWxsb0FjaxIPCgd2ZXJzaW9uGAEgASgNEgwKBHBlZXIYAiABKAkiFwoFQ2xvc2USDgoGcmVhc29uGAEgASgJIhkKCExvZ0xldmVsEg0KBWxldmVsGAEgASgJIiUKA0xvZxINCgVsZXZlbBgBIAEoCRIPCgdtZXNzYWdlGAIgASgJImkKDVByb3RvY29sRXJyb3ISDAoEY29kZRgBIAEoCRIPCgdtZXNzYWdlGAIgASgJEg8KB2NsdXN0ZXIYAyABKAkSFAoMZnJhbWVfZmFtaWx5GAQgASgNEhIKCmZyYW1lX2tpbmQYBSABKA0iqgEKDlVwc3RyZWFtU3RhdHVzEg8KB2NsdXN0ZXIYASABKAkSMwoFc3RhdGUYAiABKA4yJC5zd2l0Y2h5YXJkLnNlc3Npb24udjEuVXBzdHJlYW1TdGF0ZRINCgVlcnJvchgDIAEoCRITCgtyZXRyeV9pbl9tcxgEIAEoDRISCgppc19kZWZhdWx0GAUgASgIEhoKEmNvbm5lY3Rpb25zX2Nsb3NlZBgGIAEoDSIeCgRQaW5nEhYKDnNlbnRfYXRfbWljcm9zGAEgASgEInYKDUNsdXN0ZXJIZWFsdGgSDwoHY2x1c3RlchgBIAEoCRIxCgVzdGF0ZRgCIAEoDjIiLnN3aXRjaHlhcmQuc2Vzc2lvbi52MS5IZWFsdGhTdGF0ZRISCgpydHRfbWljcm9zGAMgASgNEg0KBWVycm9yGAQgASgJIlYKBFBvbmcSFgoOc2VudF9hdF9taWNyb3MYASABKAQSNgoIY2x1c3RlcnMYAiADKAsyJC5zd2l0Y2h5YXJkLnNlc3Npb24udjEuQ2x1c3RlckhlYWx0aCJiCgZFbnZHZXQSDQoFbmFtZXMYASADKAkSDwoHaW5jbHVkZRgCIAMoCRIPCgdleGNsdWRlGAMgAygJEhcKD2JyYW5jaF92YXJpYWJsZRgEIAEoCRIOCgZicmFuY2gYBSABKAkigQEKCUVudlJlc3VsdBI4CgR2YXJzGAEgAygLMiouc3dpdGNoeWFyZC5zZXNzaW9uLnYxLkVudlJlc3VsdC5WYXJzRW50cnkSDQoFZXJyb3IYAiABKAkaKwoJVmFyc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiJwoIRmlsZU9wZW4SDAoEcGF0aBgBIAEoCRINCgV3cml0ZRgCIAEoCCI6CghGaWxlUmVhZBIOCgZoYW5kbGUYASABKAQSDgoGb2Zmc2V0GAIgASgEEg4KBmxlbmd0aBgDIAEoDSIbCgtGaWxlUmVhZERpchIMCgRwYXRoGAEgASgJIhgKCEZpbGVTdGF0EgwKBHBhdGgYASABKAkiGwoJRmlsZUNsb3NlEg4KBmhhbmRsZRgBIAEoBCJUCgxGaWxlU3RhdEluZm8SDAoEc2l6ZRgBIAEoBBIMCgRtb2RlGAIgASgNEhgKEG1vZGlmaWVkX3VuaXhfbXMYAyABKAQSDgoGaXNfZGlyGAQgASgIIiwKDEZpbGVEaXJFbnRyeRIMCgRuYW1lGAEgASgJEg4KBmlzX2RpchgCIAEoCCJGCg5GaWxlRGlyRW50cmllcxI0CgdlbnRyaWVzGAEgAygLMiMuc3dpdGNoeWFyZC5zZXNzaW9uLnYxLkZpbGVEaXJFbnRyeSLZAQoKRmlsZVJlc3VsdBIQCgZoYW5kbGUYASABKARIABIOCgRkYXRhGAIgASgMSAASOAoHZW50cmllcxgDIAEoCzIlLnN3aXRjaHlhcmQuc2Vzc2lvbi52MS5GaWxlRGlyRW50cmllc0gAEjMKBHN0YXQYBCABKAsyIy5zd2l0Y2h5YXJkLnNlc3Npb24udjEuRmlsZVN0YXRJbmZvSAASEAoGY2xvc2VkGAUgASgISAASDQoFZXJyb3IYBiABKAkSDwoHbWVzc2FnZRgHIAEoCUIICgZyZXN1bHQiMQoORG5zR2V0QWRkckluZm8SDAoEaG9zdBgBIAEoCRIRCglpcF9mYW1pbHkYAiABKA0iHQoKRG5zUmV2ZXJzZRIPCgdhZGRyZXNzGAEgASgJIjAKCkRuc0FkZHJlc3MSDwoHYWRkcmVzcxgBIAEoCRIRCglpcF9mYW1pbHkYAiABKA0iYwoJRG5zUmVzdWx0EjQKCWFkZHJlc3NlcxgBIAMoCzIhLnN3aXRjaHlhcmQuc2Vzc2lvbi52MS5EbnNBZGRyZXNzEhEKCWhvc3RuYW1lcxgCIAMoCRINCgVlcnJvchgDIAEoCSIoCgpUY3BDb25uZWN0EgwKBGhvc3QYASABKAkSDAoEcG9ydBgCIAEoDSIlCgdVZHBCaW5kEgwKBGhvc3QYASABKAkSDAoEcG9ydBgCIAEoDSJJCg1Db25uZWN0UmVzdWx0EhUKDWxvY2FsX2FkZHJlc3MYASABKAkSEgoKbG9jYWxfcG9ydBgCIAEoDRINCgVlcnJvchgDIAEoCSIaCgpTdHJlYW1EYXRhEgwKBGRhdGEYASABKAwiHAoLU3RyZWFtQ2xvc2USDQoFZXJyb3IYASABKAkiOgoLVWRwRGF0YWdyYW0SDAoEZGF0YRgBIAEoDBIPCgdhZGRyZXNzGAIgASgJEgwKBHBvcnQYAyABKA0iMAoLSGVhZGVyTWF0Y2gSDAoEbmFtZRgBIAEoCRITCgt2YWx1ZV9yZWdleBgCIAEoCSJECg5IdHRwRmlsdGVyTGlzdBIyCgdmaWx0ZXJzGAEgAygLMiEuc3dpdGNoeWFyZC5zZXNzaW9uLnYxLkh0dHBGaWx0ZXIi5gEKCkh0dHBGaWx0ZXISNAoGaGVhZGVyGAEgASgLMiIuc3dpdGNoeWFyZC5zZXNzaW9uLnYxLkhlYWRlck1hdGNoSAASFAoKcGF0aF9yZWdleBgCIAEoCUgAEhAKBm1ldGhvZBgDIAEoCUgAEjcKBmFsbF9vZhgEIAEoCzIlLnN3aXRjaHlhcmQuc2Vzc2lvbi52MS5IdHRwRmlsdGVyTGlzdEgAEjcKBmFueV9vZhgFIAEoCzIlLnN3aXRjaHlhcmQuc2Vzc2lvbi52MS5IdHRwRmlsdGVyTGlzdEgAQggKBmZpbHRlciJRCglTdWJzY3JpYmUSDAoEcG9ydBgBIAEoDRI2CgtodHRwX2ZpbHRlchgCIAEoCzIhLnN3aXRjaHlhcmQuc2Vzc2lvbi52MS5IdHRwRmlsdGVyIhsKC1Vuc3Vic2NyaWJlEgwKBHBvcnQYASABKA0iSQoSU3Vic2NyaXB0aW9uUmVzdWx0EgoKAm9rGAEgASgIEg0KBWVycm9yGAIgASgJEhgKEHJlZnVzZWRfY2x1c3RlcnMYAyADKAkilQEKDU5ld0Nvbm5lY3Rpb24SFwoPc3Vic2NyaXB0aW9uX2lkGAEgASgNEgwKBHBvcnQYAiABKA0SFgoOcmVtb3RlX2FkZHJlc3MYAyABKAkSEwoLcmVtb3RlX3BvcnQYBCABKA0SMAoEbW9kZRgFIAEoDjIiLnN3aXRjaHlhcmQuc2Vzc2lvbi52MS5UcmFmZmljTW9kZSIpCgpIdHRwSGVhZGVyEgwKBG5hbWUYASABKAkSDQoFdmFsdWUYAiABKAkihAEKC0h0dHBSZXF1ZXN0Eg4KBm1ldGhvZBgBIAEoCRIMCgRwYXRoGAIgASgJEjIKB2hlYWRlcnMYAyADKAsyIS5zd2l0Y2h5YXJkLnNlc3Npb24udjEuSHR0cEhlYWRlchIMCgRib2R5GAQgASgMEhUKDWJvZHlfc3RyZWFtZWQYBSABKAgidwoMSHR0cFJlc3BvbnNlEg4KBnN0YXR1cxgBIAEoDRIyCgdoZWFkZXJzGAIgAygLMiEuc3dpdGNoeWFyZC5zZXNzaW9uLnYxLkh0dHBIZWFkZXISDAoEYm9keRgDIAEoDBIVCg1ib2R5X3N0cmVhbWVkGAQgASgIIg0KC0h0dHBCb2R5RW5kKpYCCgtGcmFtZUZhbWlseRIcChhGUkFNRV9GQU1JTFlfVU5TUEVDSUZJRUQQABIYChRGUkFNRV9GQU1JTFlfQ09OVFJPTBABEhUKEUZSQU1FX0ZBTUlMWV9QSU5HEAISFAoQRlJBTUVfRkFNSUxZX0VOVhADEhUKEUZSQU1FX0ZBTUlMWV9GSUxFEAQSFAoQRlJBTUVfRkFNSUxZX0ROUxAFEh0KGUZSQU1FX0ZBTUlMWV9PVVRHT0lOR19UQ1AQBhIdChlGUkFNRV9GQU1JTFlfT1VUR09JTkdfVURQEAcSHQoZRlJBTUVfRkFNSUxZX1NVQlNDUklQVElPThAIEhgKFEZSQU1FX0ZBTUlMWV9UUkFGRklDEAkq5wEKC0NvbnRyb2xLaW5kEhwKGENPTlRST0xfS0lORF9VTlNQRUNJRklFRBAAEhYKEkNPTlRST0xfS0lORF9IRUxMTxABEhYKEkNPTlRST0xfS0lORF9DTE9TRRACEhoKFkNPTlRST0xfS0lORF9MT0dfTEVWRUwQAxIbChZDT05UUk9MX0tJTkRfSEVMTE9fQUNLEIEBEhcKEkNPTlRST0xfS0lORF9FUlJPUhCCARIhChxDT05UUk9MX0tJTkRfVVBTVFJFQU1fU1RBVFVTEIMBEhUKEENPTlRST0xfS0lORF9MT0cQhAEqTgoIUGluZ0tpbmQSGQoVUElOR19LSU5EX1VOU1BFQ0lGSUVEEAASEgoOUElOR19LSU5EX1BJTkcQARITCg5QSU5HX0tJTkRfUE9ORxCBASpLCgdFbnZLaW5kEhgKFEVOVl9LSU5EX1VOU1BFQ0lGSUVEEAASEAoMRU5WX0tJTkRfR0VUEAESFAoPRU5WX0tJTkRfUkVTVUxUEIEBKqUBCghGaWxlS2luZBIZChVGSUxFX0tJTkRfVU5TUEVDSUZJRUQQABISCg5GSUxFX0tJTkRfT1BFThABEhIKDkZJTEVfS0lORF9SRUFEEAISFgoSRklMRV9LSU5EX1JFQURfRElSEAMSEgoORklMRV9LSU5EX1NUQVQQBBITCg9GSUxFX0tJTkRfQ0xPU0UQBRIVChBGSUxFX0tJTkRfUkVTVUxUEIEBKmkKB0Ruc0tpbmQSGAoURE5TX0tJTkRfVU5TUEVDSUZJRUQQABIYChRETlNfS0lORF9HRVRBRERSSU5GTxABEhQKEEROU19LSU5EX1JFVkVSU0UQAhIUCg9ETlNfS0lORF9SRVNVTFQQgQEqnAEKDE91dGdvaW5nS2luZBIdChlPVVRHT0lOR19LSU5EX1VOU1BFQ0lGSUVEEAASGQoVT1VUR09JTkdfS0lORF9DT05ORUNUEAESFgoST1VUR09JTkdfS0lORF9EQVRBEAISFwoTT1VUR09JTkdfS0lORF9DTE9TRRADEiEKHE9VVEdPSU5HX0tJTkRfQ09OTkVDVF9SRVNVTFQQgQEqsgEKEFN1YnNjcmlwdGlvbktpbmQSIQodU1VCU0NSSVBUSU9OX0tJTkRfVU5TUEVDSUZJRUQQABIcChhTVUJTQ1JJUFRJT05fS0lORF9NSVJST1IQARIbChdTVUJTQ1JJUFRJT05fS0lORF9TVEVBTBACEiEKHVNVQlNDUklQVElPTl9LSU5EX1VOU1VCU0NSSUJFEAMSHQoYU1VCU0NSSVBUSU9OX0tJTkRfUkVTVUxUEIEBKoQCCgtUcmFmZmljS2luZBIcChhUUkFGRklDX0tJTkRfVU5TUEVDSUZJRUQQABIVChFUUkFGRklDX0tJTkRfREFUQRACEhYKElRSQUZGSUNfS0lORF9DTE9TRRADEh4KGlRSQUZGSUNfS0lORF9IVFRQX1JFU1BPTlNFEAQSIgoeVFJBRkZJQ19LSU5EX0hUVFBfUkVTUE9OU0VfRU5EEAUSIAobVFJBRkZJQ19LSU5EX05FV19DT05ORUNUSU9OEIEBEh4KGVRSQUZGSUNfS0lORF9IVFRQX1JFUVVFU1QQggESIgodVFJBRkZJQ19LSU5EX0hUVFBfUkVRVUVTVF9FTkQQgwEqXwoNVXBzdHJlYW1TdGF0ZRIeChpVUFNUUkVBTV9TVEFURV9VTlNQRUNJRklFRBAAEhUKEVVQU1RSRUFNX1NUQVRFX1VQEAESFwoTVVBTVFJFQU1fU1RBVEVfRE9XThACKnEKC0hlYWx0aFN0YXRlEhwKGEhFQUxUSF9TVEFURV9VTlNQRUNJRklFRBAAEhMKD0hFQUxUSF9TVEFURV9PSxABEhUKEUhFQUxUSF9TVEFURV9ET1dOEAISGAoUSEVBTFRIX1NUQVRFX1RJTUVPVVQQAypcCgtUcmFmZmljTW9kZRIcChhUUkFGRklDX01PREVfVU5TUEVDSUZJRUQQABIXChNUUkFGRklDX01PREVfTUlSUk9SEAESFgoSVFJBRkZJQ19NT0RFX1NURUFMEAJiBnByb3RvMw");
+  fileDesc("Cg1zZXNzaW9uLnByb3RvEhVzd2l0Y2h5YXJkLnNlc3Npb24udjEiPwoFSGVsbG8SEwoLbWluX3ZlcnNpb24YASABKA0SEwoLbWF4X3ZlcnNpb24YAiABKA0SDAoEcGVlchgDIAEoCSIpCghIZWxsb0FjaxIPCgd2ZXJzaW9uGAEgASgNEgwKBHBlZXIYAiABKAkiFwoFQ2xvc2USDgoGcmVhc29uGAEgASgJIhkKCExvZ0xldmVsEg0KBWxldmVsGAEgASgJIiUKA0xvZxINCgVsZXZlbBgBIAEoCRIPCgdtZXNzYWdlGAIgASgJImkKDVByb3RvY29sRXJyb3ISDAoEY29kZRgBIAEoCRIPCgdtZXNzYWdlGAIgASgJEg8KB2NsdXN0ZXIYAyABKAkSFAoMZnJhbWVfZmFtaWx5GAQgASgNEhIKCmZyYW1lX2tpbmQYBSABKA0iqgEKDlVwc3RyZWFtU3RhdHVzEg8KB2NsdXN0ZXIYASABKAkSMwoFc3RhdGUYAiABKA4yJC5zd2l0Y2h5YXJkLnNlc3Npb24udjEuVXBzdHJlYW1TdGF0ZRINCgVlcnJvchgDIAEoCRITCgtyZXRyeV9pbl9tcxgEIAEoDRISCgppc19kZWZhdWx0GAUgASgIEhoKEmNvbm5lY3Rpb25zX2Nsb3NlZBgGIAEoDSIeCgRQaW5nEhYKDnNlbnRfYXRfbWljcm9zGAEgASgEInYKDUNsdXN0ZXJIZWFsdGgSDwoHY2x1c3RlchgBIAEoCRIxCgVzdGF0ZRgCIAEoDjIiLnN3aXRjaHlhcmQuc2Vzc2lvbi52MS5IZWFsdGhTdGF0ZRISCgpydHRfbWljcm9zGAMgASgNEg0KBWVycm9yGAQgASgJIlYKBFBvbmcSFgoOc2VudF9hdF9taWNyb3MYASABKAQSNgoIY2x1c3RlcnMYAiADKAsyJC5zd2l0Y2h5YXJkLnNlc3Npb24udjEuQ2x1c3RlckhlYWx0aCKaAQoGRW52R2V0Eg0KBW5hbWVzGAEgAygJEg8KB2luY2x1ZGUYAiADKAkSDwoHZXhjbHVkZRgDIAMoCRIXCg9icmFuY2hfdmFyaWFibGUYBCABKAkSDgoGYnJhbmNoGAUgASgJEjYKCGJyYW5jaGVzGAYgAygLMiQuc3dpdGNoeWFyZC5zZXNzaW9uLnYxLkJyYW5jaFJld3JpdGUibwoNQnJhbmNoUmV3cml0ZRIQCgh2YXJpYWJsZRgBIAEoCRIQCghkYXRhYmFzZRgCIAEoCRIMCgR1c2VyGAMgASgJEhAKCHBhc3N3b3JkGAQgASgJEgwKBGhvc3QYBSABKAkSDAoEcG9ydBgGIAEoDSKBAQoJRW52UmVzdWx0EjgKBHZhcnMYASADKAsyKi5zd2l0Y2h5YXJkLnNlc3Npb24udjEuRW52UmVzdWx0LlZhcnNFbnRyeRINCgVlcnJvchgCIAEoCRorCglWYXJzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASInCghGaWxlT3BlbhIMCgRwYXRoGAEgASgJEg0KBXdyaXRlGAIgASgIIjoKCEZpbGVSZWFkEg4KBmhhbmRsZRgBIAEoBBIOCgZvZmZzZXQYAiABKAQSDgoGbGVuZ3RoGAMgASgNIhsKC0ZpbGVSZWFkRGlyEgwKBHBhdGgYASABKAkiGAoIRmlsZVN0YXQSDAoEcGF0aBgBIAEoCSIbCglGaWxlQ2xvc2USDgoGaGFuZGxlGAEgASgEIlQKDEZpbGVTdGF0SW5mbxIMCgRzaXplGAEgASgEEgwKBG1vZGUYAiABKA0SGAoQbW9kaWZpZWRfdW5peF9tcxgDIAEoBBIOCgZpc19kaXIYBCABKAgiLAoMRmlsZURpckVudHJ5EgwKBG5hbWUYASABKAkSDgoGaXNfZGlyGAIgASgIIkYKDkZpbGVEaXJFbnRyaWVzEjQKB2VudHJpZXMYASADKAsyIy5zd2l0Y2h5YXJkLnNlc3Npb24udjEuRmlsZURpckVudHJ5ItkBCgpGaWxlUmVzdWx0EhAKBmhhbmRsZRgBIAEoBEgAEg4KBGRhdGEYAiABKAxIABI4CgdlbnRyaWVzGAMgASgLMiUuc3dpdGNoeWFyZC5zZXNzaW9uLnYxLkZpbGVEaXJFbnRyaWVzSAASMwoEc3RhdBgEIAEoCzIjLnN3aXRjaHlhcmQuc2Vzc2lvbi52MS5GaWxlU3RhdEluZm9IABIQCgZjbG9zZWQYBSABKAhIABINCgVlcnJvchgGIAEoCRIPCgdtZXNzYWdlGAcgASgJQggKBnJlc3VsdCIxCg5EbnNHZXRBZGRySW5mbxIMCgRob3N0GAEgASgJEhEKCWlwX2ZhbWlseRgCIAEoDSIdCgpEbnNSZXZlcnNlEg8KB2FkZHJlc3MYASABKAkiMAoKRG5zQWRkcmVzcxIPCgdhZGRyZXNzGAEgASgJEhEKCWlwX2ZhbWlseRgCIAEoDSJjCglEbnNSZXN1bHQSNAoJYWRkcmVzc2VzGAEgAygLMiEuc3dpdGNoeWFyZC5zZXNzaW9uLnYxLkRuc0FkZHJlc3MSEQoJaG9zdG5hbWVzGAIgAygJEg0KBWVycm9yGAMgASgJIigKClRjcENvbm5lY3QSDAoEaG9zdBgBIAEoCRIMCgRwb3J0GAIgASgNIiUKB1VkcEJpbmQSDAoEaG9zdBgBIAEoCRIMCgRwb3J0GAIgASgNIkkKDUNvbm5lY3RSZXN1bHQSFQoNbG9jYWxfYWRkcmVzcxgBIAEoCRISCgpsb2NhbF9wb3J0GAIgASgNEg0KBWVycm9yGAMgASgJIhoKClN0cmVhbURhdGESDAoEZGF0YRgBIAEoDCIcCgtTdHJlYW1DbG9zZRINCgVlcnJvchgBIAEoCSI6CgtVZHBEYXRhZ3JhbRIMCgRkYXRhGAEgASgMEg8KB2FkZHJlc3MYAiABKAkSDAoEcG9ydBgDIAEoDSIwCgtIZWFkZXJNYXRjaBIMCgRuYW1lGAEgASgJEhMKC3ZhbHVlX3JlZ2V4GAIgASgJIkQKDkh0dHBGaWx0ZXJMaXN0EjIKB2ZpbHRlcnMYASADKAsyIS5zd2l0Y2h5YXJkLnNlc3Npb24udjEuSHR0cEZpbHRlciLmAQoKSHR0cEZpbHRlchI0CgZoZWFkZXIYASABKAsyIi5zd2l0Y2h5YXJkLnNlc3Npb24udjEuSGVhZGVyTWF0Y2hIABIUCgpwYXRoX3JlZ2V4GAIgASgJSAASEAoGbWV0aG9kGAMgASgJSAASNwoGYWxsX29mGAQgASgLMiUuc3dpdGNoeWFyZC5zZXNzaW9uLnYxLkh0dHBGaWx0ZXJMaXN0SAASNwoGYW55X29mGAUgASgLMiUuc3dpdGNoeWFyZC5zZXNzaW9uLnYxLkh0dHBGaWx0ZXJMaXN0SABCCAoGZmlsdGVyIlEKCVN1YnNjcmliZRIMCgRwb3J0GAEgASgNEjYKC2h0dHBfZmlsdGVyGAIgASgLMiEuc3dpdGNoeWFyZC5zZXNzaW9uLnYxLkh0dHBGaWx0ZXIiGwoLVW5zdWJzY3JpYmUSDAoEcG9ydBgBIAEoDSJJChJTdWJzY3JpcHRpb25SZXN1bHQSCgoCb2sYASABKAgSDQoFZXJyb3IYAiABKAkSGAoQcmVmdXNlZF9jbHVzdGVycxgDIAMoCSKVAQoNTmV3Q29ubmVjdGlvbhIXCg9zdWJzY3JpcHRpb25faWQYASABKA0SDAoEcG9ydBgCIAEoDRIWCg5yZW1vdGVfYWRkcmVzcxgDIAEoCRITCgtyZW1vdGVfcG9ydBgEIAEoDRIwCgRtb2RlGAUgASgOMiIuc3dpdGNoeWFyZC5zZXNzaW9uLnYxLlRyYWZmaWNNb2RlIikKCkh0dHBIZWFkZXISDAoEbmFtZRgBIAEoCRINCgV2YWx1ZRgCIAEoCSKEAQoLSHR0cFJlcXVlc3QSDgoGbWV0aG9kGAEgASgJEgwKBHBhdGgYAiABKAkSMgoHaGVhZGVycxgDIAMoCzIhLnN3aXRjaHlhcmQuc2Vzc2lvbi52MS5IdHRwSGVhZGVyEgwKBGJvZHkYBCABKAwSFQoNYm9keV9zdHJlYW1lZBgFIAEoCCJ3CgxIdHRwUmVzcG9uc2USDgoGc3RhdHVzGAEgASgNEjIKB2hlYWRlcnMYAiADKAsyIS5zd2l0Y2h5YXJkLnNlc3Npb24udjEuSHR0cEhlYWRlchIMCgRib2R5GAMgASgMEhUKDWJvZHlfc3RyZWFtZWQYBCABKAgiDQoLSHR0cEJvZHlFbmQqlgIKC0ZyYW1lRmFtaWx5EhwKGEZSQU1FX0ZBTUlMWV9VTlNQRUNJRklFRBAAEhgKFEZSQU1FX0ZBTUlMWV9DT05UUk9MEAESFQoRRlJBTUVfRkFNSUxZX1BJTkcQAhIUChBGUkFNRV9GQU1JTFlfRU5WEAMSFQoRRlJBTUVfRkFNSUxZX0ZJTEUQBBIUChBGUkFNRV9GQU1JTFlfRE5TEAUSHQoZRlJBTUVfRkFNSUxZX09VVEdPSU5HX1RDUBAGEh0KGUZSQU1FX0ZBTUlMWV9PVVRHT0lOR19VRFAQBxIdChlGUkFNRV9GQU1JTFlfU1VCU0NSSVBUSU9OEAgSGAoURlJBTUVfRkFNSUxZX1RSQUZGSUMQCSrnAQoLQ29udHJvbEtpbmQSHAoYQ09OVFJPTF9LSU5EX1VOU1BFQ0lGSUVEEAASFgoSQ09OVFJPTF9LSU5EX0hFTExPEAESFgoSQ09OVFJPTF9LSU5EX0NMT1NFEAISGgoWQ09OVFJPTF9LSU5EX0xPR19MRVZFTBADEhsKFkNPTlRST0xfS0lORF9IRUxMT19BQ0sQgQESFwoSQ09OVFJPTF9LSU5EX0VSUk9SEIIBEiEKHENPTlRST0xfS0lORF9VUFNUUkVBTV9TVEFUVVMQgwESFQoQQ09OVFJPTF9LSU5EX0xPRxCEASpOCghQaW5nS2luZBIZChVQSU5HX0tJTkRfVU5TUEVDSUZJRUQQABISCg5QSU5HX0tJTkRfUElORxABEhMKDlBJTkdfS0lORF9QT05HEIEBKksKB0VudktpbmQSGAoURU5WX0tJTkRfVU5TUEVDSUZJRUQQABIQCgxFTlZfS0lORF9HRVQQARIUCg9FTlZfS0lORF9SRVNVTFQQgQEqpQEKCEZpbGVLaW5kEhkKFUZJTEVfS0lORF9VTlNQRUNJRklFRBAAEhIKDkZJTEVfS0lORF9PUEVOEAESEgoORklMRV9LSU5EX1JFQUQQAhIWChJGSUxFX0tJTkRfUkVBRF9ESVIQAxISCg5GSUxFX0tJTkRfU1RBVBAEEhMKD0ZJTEVfS0lORF9DTE9TRRAFEhUKEEZJTEVfS0lORF9SRVNVTFQQgQEqaQoHRG5zS2luZBIYChRETlNfS0lORF9VTlNQRUNJRklFRBAAEhgKFEROU19LSU5EX0dFVEFERFJJTkZPEAESFAoQRE5TX0tJTkRfUkVWRVJTRRACEhQKD0ROU19LSU5EX1JFU1VMVBCBASqcAQoMT3V0Z29pbmdLaW5kEh0KGU9VVEdPSU5HX0tJTkRfVU5TUEVDSUZJRUQQABIZChVPVVRHT0lOR19LSU5EX0NPTk5FQ1QQARIWChJPVVRHT0lOR19LSU5EX0RBVEEQAhIXChNPVVRHT0lOR19LSU5EX0NMT1NFEAMSIQocT1VUR09JTkdfS0lORF9DT05ORUNUX1JFU1VMVBCBASqyAQoQU3Vic2NyaXB0aW9uS2luZBIhCh1TVUJTQ1JJUFRJT05fS0lORF9VTlNQRUNJRklFRBAAEhwKGFNVQlNDUklQVElPTl9LSU5EX01JUlJPUhABEhsKF1NVQlNDUklQVElPTl9LSU5EX1NURUFMEAISIQodU1VCU0NSSVBUSU9OX0tJTkRfVU5TVUJTQ1JJQkUQAxIdChhTVUJTQ1JJUFRJT05fS0lORF9SRVNVTFQQgQEqhAIKC1RyYWZmaWNLaW5kEhwKGFRSQUZGSUNfS0lORF9VTlNQRUNJRklFRBAAEhUKEVRSQUZGSUNfS0lORF9EQVRBEAISFgoSVFJBRkZJQ19LSU5EX0NMT1NFEAMSHgoaVFJBRkZJQ19LSU5EX0hUVFBfUkVTUE9OU0UQBBIiCh5UUkFGRklDX0tJTkRfSFRUUF9SRVNQT05TRV9FTkQQBRIgChtUUkFGRklDX0tJTkRfTkVXX0NPTk5FQ1RJT04QgQESHgoZVFJBRkZJQ19LSU5EX0hUVFBfUkVRVUVTVBCCARIiCh1UUkFGRklDX0tJTkRfSFRUUF9SRVFVRVNUX0VORBCDASpfCg1VcHN0cmVhbVN0YXRlEh4KGlVQU1RSRUFNX1NUQVRFX1VOU1BFQ0lGSUVEEAASFQoRVVBTVFJFQU1fU1RBVEVfVVAQARIXChNVUFNUUkVBTV9TVEFURV9ET1dOEAIqcQoLSGVhbHRoU3RhdGUSHAoYSEVBTFRIX1NUQVRFX1VOU1BFQ0lGSUVEEAASEwoPSEVBTFRIX1NUQVRFX09LEAESFQoRSEVBTFRIX1NUQVRFX0RPV04QAhIYChRIRUFMVEhfU1RBVEVfVElNRU9VVBADKlwKC1RyYWZmaWNNb2RlEhwKGFRSQUZGSUNfTU9ERV9VTlNQRUNJRklFRBAAEhcKE1RSQUZGSUNfTU9ERV9NSVJST1IQARIWChJUUkFGRklDX01PREVfU1RFQUwQAmIGcHJvdG8z");
 
 /**
  * @generated from message switchyard.session.v1.Hello
@@ -341,8 +341,9 @@ export type EnvGet = Message<"switchyard.session.v1.EnvGet"> & {
   exclude: string[];
 
   /**
-   * DB branching: point the URL in `branch_variable` (e.g. DATABASE_URL) at database
-   * `branch`. Both empty: the agent uses the branch its session configuration names, if any.
+   * DB branching, the older form: point the URL in `branch_variable` (e.g. DATABASE_URL) at
+   * database `branch`, only the database name replaced. Both empty: the agent uses the
+   * branch its session configuration names, if any. `branches` below is the complete form.
    *
    * @generated from field: string branch_variable = 4;
    */
@@ -352,6 +353,16 @@ export type EnvGet = Message<"switchyard.session.v1.EnvGet"> & {
    * @generated from field: string branch = 5;
    */
   branch: string;
+
+  /**
+   * DB branching: each entry points one connection URL variable of the target at a branch
+   * (database, user, password, host and port replaced; scheme and query parameters kept).
+   * Applied after the older form; a variable the target lacks, or one that is not a
+   * postgres://, postgresql://, mysql:// or mariadb:// URL, fails the whole EnvGet.
+   *
+   * @generated from field: repeated switchyard.session.v1.BranchRewrite branches = 6;
+   */
+  branches: BranchRewrite[];
 };
 
 /**
@@ -360,6 +371,55 @@ export type EnvGet = Message<"switchyard.session.v1.EnvGet"> & {
  */
 export const EnvGetSchema: GenMessage<EnvGet> = /*@__PURE__*/
   messageDesc(file_session, 10);
+
+/**
+ * Where one database URL variable points once rewritten. The password travels here only:
+ * agents never log it or echo it in an error.
+ *
+ * @generated from message switchyard.session.v1.BranchRewrite
+ */
+export type BranchRewrite = Message<"switchyard.session.v1.BranchRewrite"> & {
+  /**
+   * The target's variable holding the URL, e.g. DATABASE_URL.
+   *
+   * @generated from field: string variable = 1;
+   */
+  variable: string;
+
+  /**
+   * @generated from field: string database = 2;
+   */
+  database: string;
+
+  /**
+   * @generated from field: string user = 3;
+   */
+  user: string;
+
+  /**
+   * @generated from field: string password = 4;
+   */
+  password: string;
+
+  /**
+   * Host and port the local app dials (the CLI's forward: 127.0.0.1 and its port).
+   *
+   * @generated from field: string host = 5;
+   */
+  host: string;
+
+  /**
+   * @generated from field: uint32 port = 6;
+   */
+  port: number;
+};
+
+/**
+ * Describes the message switchyard.session.v1.BranchRewrite.
+ * Use `create(BranchRewriteSchema)` to create a new message.
+ */
+export const BranchRewriteSchema: GenMessage<BranchRewrite> = /*@__PURE__*/
+  messageDesc(file_session, 11);
 
 /**
  * @generated from message switchyard.session.v1.EnvResult
@@ -381,7 +441,7 @@ export type EnvResult = Message<"switchyard.session.v1.EnvResult"> & {
  * Use `create(EnvResultSchema)` to create a new message.
  */
 export const EnvResultSchema: GenMessage<EnvResult> = /*@__PURE__*/
-  messageDesc(file_session, 11);
+  messageDesc(file_session, 12);
 
 /**
  * @generated from message switchyard.session.v1.FileOpen
@@ -403,7 +463,7 @@ export type FileOpen = Message<"switchyard.session.v1.FileOpen"> & {
  * Use `create(FileOpenSchema)` to create a new message.
  */
 export const FileOpenSchema: GenMessage<FileOpen> = /*@__PURE__*/
-  messageDesc(file_session, 12);
+  messageDesc(file_session, 13);
 
 /**
  * @generated from message switchyard.session.v1.FileRead
@@ -430,7 +490,7 @@ export type FileRead = Message<"switchyard.session.v1.FileRead"> & {
  * Use `create(FileReadSchema)` to create a new message.
  */
 export const FileReadSchema: GenMessage<FileRead> = /*@__PURE__*/
-  messageDesc(file_session, 13);
+  messageDesc(file_session, 14);
 
 /**
  * @generated from message switchyard.session.v1.FileReadDir
@@ -447,7 +507,7 @@ export type FileReadDir = Message<"switchyard.session.v1.FileReadDir"> & {
  * Use `create(FileReadDirSchema)` to create a new message.
  */
 export const FileReadDirSchema: GenMessage<FileReadDir> = /*@__PURE__*/
-  messageDesc(file_session, 14);
+  messageDesc(file_session, 15);
 
 /**
  * @generated from message switchyard.session.v1.FileStat
@@ -464,7 +524,7 @@ export type FileStat = Message<"switchyard.session.v1.FileStat"> & {
  * Use `create(FileStatSchema)` to create a new message.
  */
 export const FileStatSchema: GenMessage<FileStat> = /*@__PURE__*/
-  messageDesc(file_session, 15);
+  messageDesc(file_session, 16);
 
 /**
  * @generated from message switchyard.session.v1.FileClose
@@ -481,7 +541,7 @@ export type FileClose = Message<"switchyard.session.v1.FileClose"> & {
  * Use `create(FileCloseSchema)` to create a new message.
  */
 export const FileCloseSchema: GenMessage<FileClose> = /*@__PURE__*/
-  messageDesc(file_session, 16);
+  messageDesc(file_session, 17);
 
 /**
  * @generated from message switchyard.session.v1.FileStatInfo
@@ -513,7 +573,7 @@ export type FileStatInfo = Message<"switchyard.session.v1.FileStatInfo"> & {
  * Use `create(FileStatInfoSchema)` to create a new message.
  */
 export const FileStatInfoSchema: GenMessage<FileStatInfo> = /*@__PURE__*/
-  messageDesc(file_session, 17);
+  messageDesc(file_session, 18);
 
 /**
  * @generated from message switchyard.session.v1.FileDirEntry
@@ -535,7 +595,7 @@ export type FileDirEntry = Message<"switchyard.session.v1.FileDirEntry"> & {
  * Use `create(FileDirEntrySchema)` to create a new message.
  */
 export const FileDirEntrySchema: GenMessage<FileDirEntry> = /*@__PURE__*/
-  messageDesc(file_session, 18);
+  messageDesc(file_session, 19);
 
 /**
  * @generated from message switchyard.session.v1.FileDirEntries
@@ -552,7 +612,7 @@ export type FileDirEntries = Message<"switchyard.session.v1.FileDirEntries"> & {
  * Use `create(FileDirEntriesSchema)` to create a new message.
  */
 export const FileDirEntriesSchema: GenMessage<FileDirEntries> = /*@__PURE__*/
-  messageDesc(file_session, 19);
+  messageDesc(file_session, 20);
 
 /**
  * @generated from message switchyard.session.v1.FileResult
@@ -613,7 +673,7 @@ export type FileResult = Message<"switchyard.session.v1.FileResult"> & {
  * Use `create(FileResultSchema)` to create a new message.
  */
 export const FileResultSchema: GenMessage<FileResult> = /*@__PURE__*/
-  messageDesc(file_session, 20);
+  messageDesc(file_session, 21);
 
 /**
  * @generated from message switchyard.session.v1.DnsGetAddrInfo
@@ -637,7 +697,7 @@ export type DnsGetAddrInfo = Message<"switchyard.session.v1.DnsGetAddrInfo"> & {
  * Use `create(DnsGetAddrInfoSchema)` to create a new message.
  */
 export const DnsGetAddrInfoSchema: GenMessage<DnsGetAddrInfo> = /*@__PURE__*/
-  messageDesc(file_session, 21);
+  messageDesc(file_session, 22);
 
 /**
  * @generated from message switchyard.session.v1.DnsReverse
@@ -654,7 +714,7 @@ export type DnsReverse = Message<"switchyard.session.v1.DnsReverse"> & {
  * Use `create(DnsReverseSchema)` to create a new message.
  */
 export const DnsReverseSchema: GenMessage<DnsReverse> = /*@__PURE__*/
-  messageDesc(file_session, 22);
+  messageDesc(file_session, 23);
 
 /**
  * @generated from message switchyard.session.v1.DnsAddress
@@ -676,7 +736,7 @@ export type DnsAddress = Message<"switchyard.session.v1.DnsAddress"> & {
  * Use `create(DnsAddressSchema)` to create a new message.
  */
 export const DnsAddressSchema: GenMessage<DnsAddress> = /*@__PURE__*/
-  messageDesc(file_session, 23);
+  messageDesc(file_session, 24);
 
 /**
  * @generated from message switchyard.session.v1.DnsResult
@@ -705,7 +765,7 @@ export type DnsResult = Message<"switchyard.session.v1.DnsResult"> & {
  * Use `create(DnsResultSchema)` to create a new message.
  */
 export const DnsResultSchema: GenMessage<DnsResult> = /*@__PURE__*/
-  messageDesc(file_session, 24);
+  messageDesc(file_session, 25);
 
 /**
  * @generated from message switchyard.session.v1.TcpConnect
@@ -727,7 +787,7 @@ export type TcpConnect = Message<"switchyard.session.v1.TcpConnect"> & {
  * Use `create(TcpConnectSchema)` to create a new message.
  */
 export const TcpConnectSchema: GenMessage<TcpConnect> = /*@__PURE__*/
-  messageDesc(file_session, 25);
+  messageDesc(file_session, 26);
 
 /**
  * @generated from message switchyard.session.v1.UdpBind
@@ -749,7 +809,7 @@ export type UdpBind = Message<"switchyard.session.v1.UdpBind"> & {
  * Use `create(UdpBindSchema)` to create a new message.
  */
 export const UdpBindSchema: GenMessage<UdpBind> = /*@__PURE__*/
-  messageDesc(file_session, 26);
+  messageDesc(file_session, 27);
 
 /**
  * @generated from message switchyard.session.v1.ConnectResult
@@ -776,7 +836,7 @@ export type ConnectResult = Message<"switchyard.session.v1.ConnectResult"> & {
  * Use `create(ConnectResultSchema)` to create a new message.
  */
 export const ConnectResultSchema: GenMessage<ConnectResult> = /*@__PURE__*/
-  messageDesc(file_session, 27);
+  messageDesc(file_session, 28);
 
 /**
  * @generated from message switchyard.session.v1.StreamData
@@ -793,7 +853,7 @@ export type StreamData = Message<"switchyard.session.v1.StreamData"> & {
  * Use `create(StreamDataSchema)` to create a new message.
  */
 export const StreamDataSchema: GenMessage<StreamData> = /*@__PURE__*/
-  messageDesc(file_session, 28);
+  messageDesc(file_session, 29);
 
 /**
  * @generated from message switchyard.session.v1.StreamClose
@@ -810,7 +870,7 @@ export type StreamClose = Message<"switchyard.session.v1.StreamClose"> & {
  * Use `create(StreamCloseSchema)` to create a new message.
  */
 export const StreamCloseSchema: GenMessage<StreamClose> = /*@__PURE__*/
-  messageDesc(file_session, 29);
+  messageDesc(file_session, 30);
 
 /**
  * @generated from message switchyard.session.v1.UdpDatagram
@@ -837,7 +897,7 @@ export type UdpDatagram = Message<"switchyard.session.v1.UdpDatagram"> & {
  * Use `create(UdpDatagramSchema)` to create a new message.
  */
 export const UdpDatagramSchema: GenMessage<UdpDatagram> = /*@__PURE__*/
-  messageDesc(file_session, 30);
+  messageDesc(file_session, 31);
 
 /**
  * @generated from message switchyard.session.v1.HeaderMatch
@@ -859,7 +919,7 @@ export type HeaderMatch = Message<"switchyard.session.v1.HeaderMatch"> & {
  * Use `create(HeaderMatchSchema)` to create a new message.
  */
 export const HeaderMatchSchema: GenMessage<HeaderMatch> = /*@__PURE__*/
-  messageDesc(file_session, 31);
+  messageDesc(file_session, 32);
 
 /**
  * @generated from message switchyard.session.v1.HttpFilterList
@@ -876,7 +936,7 @@ export type HttpFilterList = Message<"switchyard.session.v1.HttpFilterList"> & {
  * Use `create(HttpFilterListSchema)` to create a new message.
  */
 export const HttpFilterListSchema: GenMessage<HttpFilterList> = /*@__PURE__*/
-  messageDesc(file_session, 32);
+  messageDesc(file_session, 33);
 
 /**
  * Which stolen HTTP requests go to the client; the rest reach the original app.
@@ -925,7 +985,7 @@ export type HttpFilter = Message<"switchyard.session.v1.HttpFilter"> & {
  * Use `create(HttpFilterSchema)` to create a new message.
  */
 export const HttpFilterSchema: GenMessage<HttpFilter> = /*@__PURE__*/
-  messageDesc(file_session, 33);
+  messageDesc(file_session, 34);
 
 /**
  * Payload of MIRROR and STEAL. The subscription id is the header's connection id.
@@ -951,7 +1011,7 @@ export type Subscribe = Message<"switchyard.session.v1.Subscribe"> & {
  * Use `create(SubscribeSchema)` to create a new message.
  */
 export const SubscribeSchema: GenMessage<Subscribe> = /*@__PURE__*/
-  messageDesc(file_session, 34);
+  messageDesc(file_session, 35);
 
 /**
  * @generated from message switchyard.session.v1.Unsubscribe
@@ -968,7 +1028,7 @@ export type Unsubscribe = Message<"switchyard.session.v1.Unsubscribe"> & {
  * Use `create(UnsubscribeSchema)` to create a new message.
  */
 export const UnsubscribeSchema: GenMessage<Unsubscribe> = /*@__PURE__*/
-  messageDesc(file_session, 35);
+  messageDesc(file_session, 36);
 
 /**
  * @generated from message switchyard.session.v1.SubscriptionResult
@@ -997,7 +1057,7 @@ export type SubscriptionResult = Message<"switchyard.session.v1.SubscriptionResu
  * Use `create(SubscriptionResultSchema)` to create a new message.
  */
 export const SubscriptionResultSchema: GenMessage<SubscriptionResult> = /*@__PURE__*/
-  messageDesc(file_session, 36);
+  messageDesc(file_session, 37);
 
 /**
  * @generated from message switchyard.session.v1.NewConnection
@@ -1034,7 +1094,7 @@ export type NewConnection = Message<"switchyard.session.v1.NewConnection"> & {
  * Use `create(NewConnectionSchema)` to create a new message.
  */
 export const NewConnectionSchema: GenMessage<NewConnection> = /*@__PURE__*/
-  messageDesc(file_session, 37);
+  messageDesc(file_session, 38);
 
 /**
  * @generated from message switchyard.session.v1.HttpHeader
@@ -1056,7 +1116,7 @@ export type HttpHeader = Message<"switchyard.session.v1.HttpHeader"> & {
  * Use `create(HttpHeaderSchema)` to create a new message.
  */
 export const HttpHeaderSchema: GenMessage<HttpHeader> = /*@__PURE__*/
-  messageDesc(file_session, 38);
+  messageDesc(file_session, 39);
 
 /**
  * A stolen HTTP request (filtered steal), on its own connection id (request id = connection
@@ -1104,7 +1164,7 @@ export type HttpRequest = Message<"switchyard.session.v1.HttpRequest"> & {
  * Use `create(HttpRequestSchema)` to create a new message.
  */
 export const HttpRequestSchema: GenMessage<HttpRequest> = /*@__PURE__*/
-  messageDesc(file_session, 39);
+  messageDesc(file_session, 40);
 
 /**
  * The answer to a stolen HTTP request, on the request's connection id. Whole (body here,
@@ -1146,7 +1206,7 @@ export type HttpResponse = Message<"switchyard.session.v1.HttpResponse"> & {
  * Use `create(HttpResponseSchema)` to create a new message.
  */
 export const HttpResponseSchema: GenMessage<HttpResponse> = /*@__PURE__*/
-  messageDesc(file_session, 40);
+  messageDesc(file_session, 41);
 
 /**
  * Ends a streamed HTTP body (HTTP_REQUEST_END, HTTP_RESPONSE_END).
@@ -1161,7 +1221,7 @@ export type HttpBodyEnd = Message<"switchyard.session.v1.HttpBodyEnd"> & {
  * Use `create(HttpBodyEndSchema)` to create a new message.
  */
 export const HttpBodyEndSchema: GenMessage<HttpBodyEnd> = /*@__PURE__*/
-  messageDesc(file_session, 41);
+  messageDesc(file_session, 42);
 
 /**
  * Frame families (header byte 0). Routing is decided per family (DESIGN §5).

@@ -54,6 +54,11 @@ export interface EmbeddedStackOptions {
   /** Extra env vars of the demo Deployment. */
   demoEnv?: Record<string, string>;
   /**
+   * Admin URLs of the servers that hold database branches, given to the Default cluster's
+   * control plane (the first workload cluster, which always runs the branching controllers).
+   */
+  branchServers?: { postgres?: string; mysql?: string };
+  /**
    * Told when a component (control plane, router) exits on its own once started — not when
    * stop() or killPrimaryRouter() ends it: a person running the stack must hear of it.
    */
@@ -267,6 +272,8 @@ async function install(
       await installChart(helm, w.cluster, {
         multiClusterMember: true,
         multiCluster: { clusterName: w.name },
+        // The Default cluster's control plane makes branches: the chart grants what that needs.
+        ...(w.name === workloadNames[0] ? { branching: { defaultCluster: true } } : {}),
       });
       remoteTokens[w.name] = await token(w.cluster.kubeConfig(), "switchyard-primary");
     }),
@@ -333,6 +340,18 @@ async function install(
     ]);
   };
 
+  // The Default cluster's control plane makes database branches; admin URLs go in files, as a
+  // mounted Secret gives them in a cluster.
+  const defaultCluster = Object.keys(workloads)[0];
+  const branchingArgs = ["--default-cluster"];
+  for (const engine of ["postgres", "mysql"] as const) {
+    const url = options.branchServers?.[engine];
+    if (!url) continue;
+    const file = join(c.group.dir, `branch-${engine}-url`);
+    writeFileSync(file, url, { mode: 0o600 });
+    branchingArgs.push(`--branch-${engine}-url-file=${file}`);
+  }
+
   // Member control planes and gateway routers.
   await Promise.all(
     Object.values(workloads).map(async (w) => {
@@ -354,6 +373,7 @@ async function install(
         `--agent-extra-arg=--traffic-host=${w.ip}`,
         `--agent-traffic-port-offset=${TRAFFIC_OFFSET}`,
         `--agent-state-dir=${join(agentDir, w.name)}`,
+        ...(w.name === defaultCluster ? branchingArgs : []),
       ]);
       await routerFor(
         w.cluster,

@@ -256,6 +256,8 @@ export async function startPodStack(options: PodStackOptions = {}): Promise<PodS
           ...commonValues(nodeIp(name), 1, 1, agentTls),
           multiClusterMember: true,
           multiCluster: { clusterName: name },
+          // The Default cluster's control plane runs the branching controllers (--default-cluster).
+          ...(name === workloadNames[0] ? { branching: { defaultCluster: true } } : {}),
         });
         remoteTokens[name] = await serviceAccountToken(kc, "switchyard-primary");
         await createPodDemo(kc, name, {

@@ -57,7 +57,7 @@ export async function grantDevelopers(kc: KubeConfig): Promise<void> {
       rules: [
         {
           apiGroups: ["switchyard.dev"],
-          resources: ["multiclustersessions", "clustersessions"],
+          resources: ["multiclustersessions", "clustersessions", "pgbranchdatabases", "mysqlbranchdatabases"],
           verbs: ["get", "list", "watch", "create", "delete"],
         },
         { apiGroups: ["switchyard.dev"], resources: ["switchyardoperators"], verbs: ["get", "list"] },
@@ -69,6 +69,26 @@ export async function grantDevelopers(kc: KubeConfig): Promise<void> {
     body: {
       metadata: { name: "developers-open-sessions" },
       roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: "switchyard-developer" },
+      subjects: [{ kind: "Group", name: "developers", apiGroup: "rbac.authorization.k8s.io" }],
+    },
+  });
+  // A branch's credentials: the Secret its status names, in the developer's own namespace only.
+  await rbac.createNamespacedRole({
+    namespace: "default",
+    body: {
+      metadata: { name: "switchyard-developer-branch-secrets" },
+      rules: [{ apiGroups: [""], resources: ["secrets"], verbs: ["get"] }],
+    },
+  });
+  await rbac.createNamespacedRoleBinding({
+    namespace: "default",
+    body: {
+      metadata: { name: "developers-read-branch-secrets" },
+      roleRef: {
+        apiGroup: "rbac.authorization.k8s.io",
+        kind: "Role",
+        name: "switchyard-developer-branch-secrets",
+      },
       subjects: [{ kind: "Group", name: "developers", apiGroup: "rbac.authorization.k8s.io" }],
     },
   });

@@ -109,6 +109,7 @@ single-cluster use inside the cluster; a member reached by a Primary needs route
 {{- end -}}
 
 {{- define "switchyard.tlsMountPath" -}}/etc/switchyard/tls{{- end -}}
+{{- define "switchyard.branchServerMountPath" -}}/etc/switchyard/branch-servers{{- end -}}
 {{- define "switchyard.tokenMountPath" -}}/var/run/secrets/switchyard{{- end -}}
 
 {{/*
@@ -119,7 +120,9 @@ The control-plane command line. Flags (all documented in charts/README.md):
   --gateway-ca,
   --allowed-namespaces, --allowed-target-kinds, --allowed-targets, --leader-lease-duration-seconds,
   --leader-renew-deadline-seconds, --leader-retry-period-seconds,
-  --health-check-interval-seconds, --log-level
+  --health-check-interval-seconds, --log-level,
+  --default-cluster, --branch-postgres-url-file, --branch-postgres-advertise,
+  --branch-mysql-url-file, --branch-mysql-advertise, --branch-server-aliases
 */}}
 {{- define "switchyard.controlPlane.args" -}}
 {{- $cp := .Values.controlPlane -}}
@@ -164,6 +167,26 @@ The control-plane command line. Flags (all documented in charts/README.md):
 - --leader-retry-period-seconds={{ int $le.retryPeriodSeconds }}
 - --health-check-interval-seconds={{ int $cp.healthCheckIntervalSeconds }}
 - --log-level={{ $cp.logLevel }}
+{{- $br := .Values.branching }}
+{{- if and $br.defaultCluster (ne (include "switchyard.controlPlane.mode" .) "primary") }}
+- --default-cluster
+{{- end }}
+{{- range $engine := list "postgres" "mysql" }}
+{{- $srv := get $br $engine }}
+{{- if eq $srv.provisioner "pod" }}
+- --branch-provisioner-{{ $engine }}=pod
+- --branch-pod-image-{{ $engine }}={{ $srv.pod.image }}
+{{- end }}
+{{- if $srv.urlSecret.name }}
+- --branch-{{ $engine }}-url-file={{ include "switchyard.branchServerMountPath" $ }}/{{ $engine }}/url
+{{- with $srv.advertise }}
+- --branch-{{ $engine }}-advertise={{ . }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- with $br.serverAliases }}
+- --branch-server-aliases={{ join "," . }}
+{{- end }}
 {{- end -}}
 
 {{/* The router command line; flags as parsed by data-plane/router/src/main.ts. */}}

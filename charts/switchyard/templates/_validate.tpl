@@ -327,6 +327,29 @@ cluster keyed by its EKS name, that name lowercased, '_' as '-', cut to 63, trai
   {{- end -}}
 {{- end -}}
 
+{{- /* ---- database branching ---- */ -}}
+{{- if and .Values.branching.defaultCluster (eq $mode "primary") -}}
+  {{- $errs = append $errs "branching.defaultCluster: a primary-only control plane serves no workloads, so it cannot be the Default cluster. Fix: set multiCluster.defaultCluster on the Primary, and branching.defaultCluster: true on that cluster's own install" -}}
+{{- end -}}
+{{- if and .Values.branching.defaultCluster $mc.enabled $mc.defaultCluster $clusterName (ne $mc.defaultCluster $clusterName) -}}
+  {{- $errs = append $errs (printf "branching.defaultCluster: this Primary (%s) is not the Default: multiCluster.defaultCluster names %s. Fix: set branching.defaultCluster: false here, or multiCluster.defaultCluster: %s" $clusterName $mc.defaultCluster $clusterName) -}}
+{{- end -}}
+{{- range $engine := list "postgres" "mysql" -}}
+{{- $srv := get $.Values.branching $engine -}}
+{{- if and (eq $srv.provisioner "pod") (eq $engine "mysql") -}}
+  {{- $errs = append $errs "branching.mysql.provisioner: pod is not available for MySQL/MariaDB yet. Fix: use server with branching.mysql.urlSecret" -}}
+{{- else if eq $srv.provisioner "pod" -}}
+  {{- if not $srv.pod.image -}}
+    {{- $errs = append $errs (printf "branching.%s.pod.image: the pod provisioner needs the database image each branch pod runs. Fix: set it (e.g. %s), or branching.%s.provisioner: server" $engine (ternary "postgres:17" "mariadb:11" (eq $engine "postgres")) $engine) -}}
+  {{- end -}}
+  {{- if $srv.urlSecret.name -}}
+    {{- $errs = append $errs (printf "branching.%s.urlSecret.name: the server that holds branches is for the server provisioner, not pod. Fix: set it to \"\", or branching.%s.provisioner: server" $engine $engine) -}}
+  {{- end -}}
+{{- else if $srv.pod.image -}}
+  {{- $errs = append $errs (printf "branching.%s.pod.image: only the pod provisioner runs an image. Fix: set branching.%s.provisioner: pod, or the image to \"\"" $engine $engine) -}}
+{{- end -}}
+{{- end -}}
+
 {{- if $errs -}}
 {{- fail (printf "\nswitchyard values are invalid (%d problem%s):\n  - %s" (len $errs) (ternary "" "s" (eq (len $errs) 1)) (join "\n  - " $errs)) -}}
 {{- end -}}

@@ -1,6 +1,7 @@
 // Opening a session for a command, the same way for `exec`, `env` and `files`: progress
-// lines on stderr while it comes up, Ctrl-C during startup deletes the half-made session,
-// and the router CA file is read once.
+// lines on stderr while it comes up (its database branches first, then the session),
+// Ctrl-C during startup deletes the half-made session and the branches made for it, and
+// the router CA file is read once.
 import { readFileSync } from "node:fs";
 import type { KubeConfig } from "@kubernetes/client-node";
 import { CliError, CliErrorCode } from "../sdk/cli-errors.js";
@@ -9,7 +10,7 @@ import { KubeSessions } from "../sdk/kube/kube-sessions.js";
 import { openSession, type Session } from "../sdk/kube/open-session.js";
 import type { SessionConfig } from "../sdk/local/session-config.js";
 import type { SessionClientOptions } from "../sdk/session/session-client.js";
-import { progressLine, type Out } from "./output.js";
+import { branchProgressLine, progressLine, type Out } from "./output.js";
 
 export interface CommandSessionOptions {
   quiet?: boolean;
@@ -58,6 +59,14 @@ export async function openCommandSession(
       ...(cfg.failurePolicy ? { failurePolicy: cfg.failurePolicy } : {}),
       ...(o.readyTimeoutMs !== undefined ? { readyTimeoutMs: o.readyTimeoutMs } : {}),
       ...(o.client ? { client: o.client } : {}),
+      branches: cfg.branches,
+      branchTimeoutMs: cfg.branchTimeoutSeconds * 1000,
+      onBranch: (b, reused) =>
+        log(
+          `${reused ? "sharing existing" : "created"} database branch ${b.name} (${b.kind}) for ${b.envVar}` +
+            `${b.owned ? "" : " (shared: kept after this session, until its TTL)"}`,
+        ),
+      onBranchProgress: (p) => log(branchProgressLine(p)),
       signal: abort.signal,
       onCreated: (h) => {
         created = h;

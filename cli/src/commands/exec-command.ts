@@ -1,5 +1,7 @@
 // `switchyard exec … -- CMD`: runs CMD as if it were the target.
-// 1. opens the session (progress on stderr) and reads the Default cluster's environment;
+// 1. opens the session (progress on stderr; its database branches first), forwards a local
+//    port to each branch through the Default cluster, and reads the Default cluster's
+//    environment with each branch variable pointed at its local port;
 // 2. subscribes the requested ports (mirror or steal, optional HTTP filter) and delivers
 //    that traffic to CMD's local ports;
 // 3. starts the local SOCKS5/HTTP proxy whose connections leave from the Default cluster;
@@ -13,6 +15,7 @@ import { constants as osConstants } from "node:os";
 import type { KubeConfig } from "@kubernetes/client-node";
 import { CliError, CliErrorCode } from "../sdk/cli-errors.js";
 import { describeFilter } from "../sdk/session/http-filter.js";
+import { BranchForwards } from "../sdk/local/branch-forward.js";
 import { LocalProxy } from "../sdk/local/local-proxy.js";
 import type { Session } from "../sdk/kube/open-session.js";
 import type { SessionConfig } from "../sdk/local/session-config.js";
@@ -96,21 +99,25 @@ export async function execCommand(
     ...(o.readyTimeoutMs !== undefined ? { readyTimeoutMs: o.readyTimeoutMs } : {}),
     ...(o.client ? { client: o.client } : {}),
   });
-  let proxy: LocalProxy | undefined;
-  let delivery: TrafficDelivery | undefined;
+  const local: LocalParts = {};
   try {
-    return await runWithSession(session, cfg, o, log, warn, (p, d) => {
-      proxy = p;
-      delivery = d;
-    });
+    return await runWithSession(session, cfg, o, log, warn, local);
   } finally {
-    delivery?.stop();
-    await proxy?.close();
-    await session.close("exec finished").catch((err: unknown) => {
-      warn(`could not delete session ${session.id}: ${(err as Error).message} (it expires by TTL)`);
-    });
-    log(`session ${session.id} deleted`);
+    local.delivery?.stop();
+    await local.proxy?.close();
+    await local.forwards?.close();
+    await session.close("exec finished").then(
+      () => log(`session ${session.id} deleted`),
+      (err: unknown) => warn((err as Error).message),
+    );
   }
+}
+
+/** What exec runs locally around the session, closed when it ends. */
+interface LocalParts {
+  proxy?: LocalProxy;
+  delivery?: TrafficDelivery;
+  forwards?: BranchForwards;
 }
 
 async function runWithSession(
@@ -119,7 +126,7 @@ async function runWithSession(
   o: ExecOptions,
   log: (t: string) => void,
   warn: (t: string) => void,
-  keep: (p: LocalProxy | undefined, d: TrafficDelivery) => void,
+  local: LocalParts,
 ): Promise<number> {
   const client = session.client;
   // Say when a cluster comes or goes, not every retry of an upstream that stays down.
@@ -146,13 +153,30 @@ async function runWithSession(
   client.on("log", (l) => log(`agent ${l.level}: ${l.message}`));
   client.on("remoteError", (e) => warn(`remote error: ${e.message}`));
 
-  const remoteEnv = await client.env({ include: cfg.envInclude, exclude: cfg.envExclude });
+  let forwards: BranchForwards | undefined;
+  if (session.branches.length > 0) {
+    forwards = local.forwards = new BranchForwards(session.branches, {
+      dialer: { dial: (host, port) => client.connectTcp(host, port) },
+      onError: (name, err) => warn(`database branch ${name}: connection failed: ${err.message}`),
+    });
+    await forwards.listen();
+    for (const f of forwards.forwards())
+      log(
+        `${f.envVar} → database ${f.database} of branch ${f.name} at ${f.local} (forwarded through the default cluster to ${f.remote})`,
+      );
+  }
+  const remoteEnv = await client.env({
+    include: cfg.envInclude,
+    exclude: cfg.envExclude,
+    ...(forwards ? { branches: forwards.rewrites() } : {}),
+  });
   log(`read ${Object.keys(remoteEnv).length} environment variables from the default cluster`);
 
   const delivery = new TrafficDelivery(client, {
     ports: new Map(cfg.ports.map((p) => [p.remote, p.local])),
     onError: (what, err) => warn(`could not deliver ${what}: ${err.message}`),
   });
+  local.delivery = delivery;
   delivery.start();
   let proxy: LocalProxy | undefined;
   if (cfg.proxy) {
@@ -160,9 +184,9 @@ async function runWithSession(
       dialer: { dial: (host, port) => client.connectTcp(host, port) },
       onDialError: (t, err) => warn(`outgoing connection to ${t} failed: ${err.message}`),
     });
+    local.proxy = proxy;
     await proxy.listen();
   }
-  keep(proxy, delivery);
   for (const p of cfg.ports) {
     await client.subscribe(p.remote, cfg.mode, cfg.mode === "steal" ? cfg.httpFilter : undefined);
     log(

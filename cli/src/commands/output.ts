@@ -3,6 +3,7 @@
 // `-o json`, and errors as one line with their code — `{"error": {code, message}}` in
 // JSON mode — with exit code 1.
 import { CliError, CliErrorCode } from "../sdk/cli-errors.js";
+import type { BranchProgress } from "../sdk/kube/branch-wait.js";
 import { describeProblems, type SessionProgress } from "../sdk/kube/kube-sessions.js";
 
 export type OutputFormat = "table" | "json";
@@ -60,6 +61,12 @@ export function progressLine(id: string, p: SessionProgress): string {
     )
     .join(", ");
   return `session ${id} ${p.phase}${clusters ? ` — ${clusters}` : p.message ? ` — ${p.message}` : ""}`;
+}
+
+/** One branch progress line: `branch mc-…-database-url (PgBranchDatabase, DATABASE_URL) Pending — Copying: …`. */
+export function branchProgressLine(p: BranchProgress): string {
+  const why = [p.reason, p.message].filter(Boolean).join(": ");
+  return `branch ${p.name} (${p.kind}, ${p.envVar}) ${p.phase}${why ? ` — ${why}` : ""}`;
 }
 
 export { describeProblems };

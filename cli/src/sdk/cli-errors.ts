@@ -21,6 +21,14 @@ export const CliErrorCode = {
   SESSION_NOT_FOUND: "SWITCHYARD_CLI_SESSION_NOT_FOUND",
   SESSION_UNAUTHORIZED: "SWITCHYARD_CLI_SESSION_UNAUTHORIZED",
   ROUTER_UNAVAILABLE: "SWITCHYARD_CLI_ROUTER_UNAVAILABLE",
+  /** A database branch reported phase Failed (the message carries the branch's reason). */
+  BRANCH_FAILED: "SWITCHYARD_CLI_BRANCH_FAILED",
+  /** A database branch was not Ready within branchTimeoutSeconds. */
+  BRANCH_TIMEOUT: "SWITCHYARD_CLI_BRANCH_TIMEOUT",
+  /** A shared branch (same id) exists with another spec (the message names the field). */
+  BRANCH_CONFLICT: "SWITCHYARD_CLI_BRANCH_CONFLICT",
+  /** The named database branch does not exist (or was deleted while it was awaited). */
+  BRANCH_NOT_FOUND: "SWITCHYARD_CLI_BRANCH_NOT_FOUND",
   /** Reconnecting gave up, or the session went away: whatever depends on it must stop. */
   SESSION_LOST: "SWITCHYARD_CLI_SESSION_LOST",
   DISCONNECTED: "SWITCHYARD_CLI_DISCONNECTED",

@@ -24,8 +24,11 @@ import type { CopyStep } from "./copy-plan.js";
 export interface BranchCreateRequest {
   /** The CR's kind: the engine (PgBranchDatabase = Postgres, MysqlBranchDatabase = MySQL/MariaDB). */
   kind: BranchKind;
-  /** The CR, for labels and messages: `namespace/name`. */
-  cr: { namespace: string; name: string };
+  /**
+   * The CR, for labels and messages: `namespace/name`; `uid` for the ownerReferences of
+   * objects a provisioner makes in the cluster (the `pod` provisioner's Pod and Service).
+   */
+  cr: { namespace: string; name: string; uid?: string };
   /** spec.copy as the CR says it (mode defaulted), for provisioners that copy without the plan. */
   copy: { mode: CopyMode; filters: readonly TableFilter[] };
   /** The ordered steps (copy-plan.ts), already checked. */
@@ -45,6 +48,12 @@ export interface ProvisionedBranch {
   port: number;
   user: string;
   password: string;
+  /**
+   * How the `server` provisioner made it: `clone` (a template copy sharing the source's
+   * files, PostgreSQL 18 file_copy_method = clone), `template` (a template copy), `stream`
+   * (the copy plan streamed from the source). Undefined for other provisioners.
+   */
+  method?: "clone" | "template" | "stream";
 }
 
 /** What `drop` needs: the names recorded for the branch (never a password). */

@@ -17,7 +17,7 @@ import { readFile, stat } from "node:fs/promises";
 import { parse as parseYaml } from "yaml";
 import { OptionError } from "../../../lib/option-error.js";
 import { isSecretHash, secretMatches } from "../../../proto/session-auth.js";
-import type { BranchRewrite } from "./target/env-resolver.js";
+import type { BranchDatabaseRewrite } from "./target/branch-rewrite.js";
 
 export const SECRETS_FILE_INVALID = "SWITCHYARD_AGENT_SECRETS_FILE";
 
@@ -29,7 +29,7 @@ export class SecretsFileError extends Error {
 
 /** What an accepted secret grants: the session's connect parameters. */
 export interface SessionGrant {
-  branch?: BranchRewrite;
+  branch?: BranchDatabaseRewrite;
 }
 
 interface SessionEntry {

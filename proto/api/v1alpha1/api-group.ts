@@ -24,3 +24,29 @@ export const LABELS = {
   /** Name of the workload cluster the child lives in. */
   cluster: `${GROUP}/cluster`,
 } as const;
+
+/**
+ * Finalizer the Primary's branch sync controller puts on a branch CR (PgBranchDatabase,
+ * MysqlBranchDatabase) it copies to the Default cluster: released once the copy is gone.
+ */
+export const BRANCH_SYNC_FINALIZER = `${GROUP}/branch-sync`;
+
+/**
+ * Labels on a branch CR's copy in the Default cluster. A copy carries `LABELS.primary` (the
+ * Primary's cluster id) and `primaryUid` (the uid of the CR it copies); an object of that name
+ * without both, or with another uid, was not made by this sync and is never modified or deleted.
+ */
+export const BRANCH_SYNC_LABELS = {
+  /** uid of the branch CR on the Primary that this copy mirrors. */
+  primaryUid: `${GROUP}/primary-uid`,
+} as const;
+
+/**
+ * Annotations on a branch CR on the Primary, recording its copy once created: the Default
+ * cluster's name and the copy's uid. A recorded copy that is gone was deleted there (its TTL
+ * lapsed), so the Primary's CR goes too; no record means the copy was not created yet.
+ */
+export const BRANCH_SYNC_ANNOTATIONS = {
+  copyCluster: `${GROUP}/copy-cluster`,
+  copyUid: `${GROUP}/copy-uid`,
+} as const;

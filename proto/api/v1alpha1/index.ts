@@ -30,6 +30,7 @@ export * from "./cluster-session.js";
 export * from "./multi-cluster-session.js";
 export * from "./switchyard-operator.js";
 export * from "./branch-database.js";
+export * from "./branch-secret.js";
 export { buildCrdManifest, crdName } from "./crd-definition.js";
 export type {
   CrdDefinition,

@@ -209,7 +209,7 @@ export function writeImageArchive(spec: ImageSpec, file: string): ImageArchive {
 }
 
 /** Directories every image gets, so the runtime can mount /etc/hosts, /tmp, /proc… into it. */
-function baseDirectories(): ImageFile[] {
+export function baseDirectories(): ImageFile[] {
   return [
     { path: "/etc", directory: true },
     { path: "/tmp", directory: true, mode: 0o1777 },

@@ -2,7 +2,7 @@
 // --wait and no pods): CRDs become Established; RBAC, ConfigMap and credential Secrets exist; the
 // real authorizer (SubjectAccessReview, and real tokens) proves the router can do nothing, the
 // control plane only what it needs, and a member install grants a Primary's identity exactly the
-// two roles, to a group when asked; `helm upgrade` of router.replicas touches only the router.
+// member roles, to a group when asked; `helm upgrade` of router.replicas touches only the router.
 import {
   ApiextensionsV1Api,
   AppsV1Api,
@@ -341,6 +341,30 @@ describe("Primary install", () => {
       [{ verb: "create", resource: "secrets", namespace: "team-a" }, true],
       [{ verb: "get", resource: "secrets", namespace: "team-a" }, true],
       [{ verb: "delete", resource: "secrets", namespace: "team-a" }, true],
+      // Branch sync: branch CRs, their status and finalizer, the credentials Secret copied into
+      // the branch's namespace (owned by the CR).
+      [{ verb: "update", resource: "secrets", namespace: "team-a" }, true],
+      [{ verb: "delete", group: sd, resource: "pgbranchdatabases", namespace: "team-a" }, true],
+      [
+        {
+          verb: "patch",
+          group: sd,
+          resource: "mysqlbranchdatabases",
+          subresource: "status",
+          namespace: "team-a",
+        },
+        true,
+      ],
+      [
+        {
+          verb: "update",
+          group: sd,
+          resource: "pgbranchdatabases",
+          subresource: "finalizers",
+          namespace: "team-a",
+        },
+        true,
+      ],
       // Mode "both": the member part keeps one agent secret per target in its own namespace.
       [{ verb: "create", resource: "secrets", namespace: NS }, true],
       [{ verb: "delete", resource: "secrets", namespace: NS }, true],
@@ -430,11 +454,21 @@ describe("member install", () => {
     [{ verb: "get", group: sd, resource: "switchyardoperators", name: "operator" }, true],
     [{ verb: "list", resource: "pods", namespace: "team-a" }, true],
     [{ verb: "get", group: "apps", resource: "deployments", namespace: "team-a" }, true],
+    // Branch sync: copies of branch CRs (never their status), and their Secrets read by name.
     [{ verb: "create", group: sd, resource: "pgbranchdatabases", namespace: "team-a" }, true],
+    [{ verb: "watch", group: sd, resource: "mysqlbranchdatabases" }, true],
+    [{ verb: "delete", group: sd, resource: "pgbranchdatabases", namespace: "team-a" }, true],
+    [{ verb: "get", resource: "secrets", namespace: "team-a" }, true],
+    [
+      { verb: "patch", group: sd, resource: "pgbranchdatabases", subresource: "status", namespace: "team-a" },
+      false,
+    ],
+    [{ verb: "list", resource: "secrets", namespace: "team-a" }, false],
+    [{ verb: "watch", resource: "secrets" }, false],
+    [{ verb: "create", resource: "secrets", namespace: "team-a" }, false],
     [{ verb: "update", group: sd, resource: "clustersessions", namespace: "team-a" }, false],
     [{ verb: "create", group: sd, resource: "multiclustersessions", namespace: "team-a" }, false],
     [{ verb: "update", group: sd, resource: "switchyardoperators", name: "operator" }, false],
-    [{ verb: "get", resource: "secrets", namespace: "team-a" }, false],
     [{ verb: "patch", group: "apps", resource: "deployments", namespace: "team-a" }, false],
     [{ verb: "create", resource: "pods", namespace: "team-a" }, false],
   ];
@@ -468,16 +502,30 @@ describe("member install", () => {
   });
 
   it("without a group binds the ServiceAccount switchyard-primary, which may renew only its own token", async () => {
-    // A second release in its own namespace with its own names on the same cluster.
-    await install(east, "sy2", "sy2", { fullnameOverride: "sy2", multiClusterMember: true });
+    // A second release in its own namespace with its own names on the same cluster, its session
+    // namespaces listed: branch Secrets are readable there only.
+    await createNamespaces(east, ["team-a", "team-b"]);
+    await install(east, "sy2", "sy2", {
+      fullnameOverride: "sy2",
+      multiClusterMember: true,
+      sessions: { allowedNamespaces: ["team-a"] },
+    });
     const rbac = east.kubeConfig().makeApiClient(RbacAuthorizationV1Api);
+    const sa = { kind: "ServiceAccount", name: "switchyard-primary", namespace: "sy2" };
     for (const role of ["sy2-member-operations", "sy2-member-sessions"]) {
       const binding = await rbac.readClusterRoleBinding({ name: role });
-      expect(binding.subjects).toEqual([
-        { kind: "ServiceAccount", name: "switchyard-primary", namespace: "sy2" },
-      ]);
+      expect(binding.subjects).toEqual([sa]);
     }
-    await expectAccess(east, "system:serviceaccount:sy2:switchyard-primary", memberChecks);
+    const secrets = await rbac.readNamespacedRoleBinding({
+      name: "sy2-member-branch-secrets",
+      namespace: "team-a",
+    });
+    expect(secrets.subjects).toEqual([sa]);
+    await expectAccess(east, "system:serviceaccount:sy2:switchyard-primary", [
+      ...memberChecks,
+      [{ verb: "get", resource: "secrets", namespace: "team-b" }, false],
+      [{ verb: "get", resource: "secrets", namespace: "sy2" }, false],
+    ]);
     // Real tokens: the Primary's bearer token renews itself through TokenRequest, and nothing else.
     const core = east.kubeConfig().makeApiClient(CoreV1Api);
     const first = await core.createNamespacedServiceAccountToken({

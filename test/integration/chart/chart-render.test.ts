@@ -327,6 +327,37 @@ const invalid = (): InvalidCase[] => [
     expect: ["redirectImages"],
   },
   {
+    name: "pod provisioner without an image",
+    values: { branching: { postgres: { provisioner: "pod" } } },
+    expect: ["branching.postgres.pod.image: the pod provisioner needs the database image"],
+  },
+  {
+    name: "pod provisioner with a branch server",
+    values: {
+      branching: {
+        postgres: { provisioner: "pod", pod: { image: "postgres:17" }, urlSecret: { name: "pg" } },
+      },
+    },
+    expect: [
+      "branching.postgres.urlSecret.name: the server that holds branches is for the server provisioner",
+    ],
+  },
+  {
+    name: "pod image without the pod provisioner",
+    values: { branching: { postgres: { pod: { image: "postgres:17" } } } },
+    expect: ["branching.postgres.pod.image: only the pod provisioner runs an image"],
+  },
+  {
+    name: "pod provisioner for MySQL",
+    values: { branching: { mysql: { provisioner: "pod", pod: { image: "mariadb:11" } } } },
+    expect: ["branching.mysql.provisioner: pod is not available for MySQL/MariaDB yet"],
+  },
+  {
+    name: "schema: unknown branch provisioner",
+    values: { branching: { postgres: { provisioner: "container" } } },
+    expect: ["/branching/postgres/provisioner"],
+  },
+  {
     name: "schema: isDefault not a boolean",
     values: east({ ...bearer(), isDefault: "yes" }),
     expect: ["/multiCluster/clusters/east/isDefault"],
@@ -628,6 +659,43 @@ describe("workloads", () => {
       );
       expect(parsed.routerEndpoint).toMatch(/^wss:\/\//);
     }
+  });
+
+  it("give the Default cluster's control plane the pod provisioner as flags it accepts, and the rights it needs", async () => {
+    const values: Values = {
+      multiClusterMember: true,
+      router: { endpoint: "wss://east.example.com" },
+      branching: { defaultCluster: true, postgres: { provisioner: "pod", pod: { image: "postgres:17" } } },
+    };
+    const manifests = await helm.template(values);
+    const args = containerArgs(manifests, "switchyard-control-plane").slice(1);
+    expect(args).toEqual(
+      expect.arrayContaining([
+        "--default-cluster",
+        "--branch-provisioner-postgres=pod",
+        "--branch-pod-image-postgres=postgres:17",
+      ]),
+    );
+    const dir = testScratchDir("chart-branch-flags-");
+    writeFileSync(join(dir, "tls.crt"), "CERT");
+    writeFileSync(join(dir, "tls.key"), "KEY");
+    const parsed = parseControlPlaneArgs(
+      args.map((a) => a.replace(/^--tls-(cert|key)=.*\/(tls\.(crt|key))$/, `--tls-$1=${dir}/$2`)),
+      {},
+    );
+    expect(parsed.branching.defaultCluster).toBe(true);
+    expect(parsed.branching.postgresPod).toEqual({ image: "postgres:17" });
+    type Rules = { rules: Array<{ apiGroups: string[]; resources: string[]; verbs: string[] }> };
+    const rulesOf = (m: readonly Manifest[]) =>
+      (find(m, "ClusterRole", "switchyard-control-plane-session-secrets") as unknown as Rules).rules;
+    expect(rulesOf(manifests)).toContainEqual({
+      apiGroups: [""],
+      resources: ["pods", "services"],
+      verbs: ["get", "create", "delete"],
+    });
+    // Without the pod provisioner, no rights on pods or services come from branching.
+    const plainRules = rulesOf(await helm.template({ ...values, branching: { defaultCluster: true } }));
+    expect(plainRules.some((r) => r.resources.includes("services"))).toBe(false);
   });
 
   it("give agents and gateways TLS with the chart's CA, as flags the control plane accepts", async () => {

@@ -101,7 +101,11 @@ export async function valuesShapes(): Promise<ValuesShape[]> {
     {
       name: "member, second release with fullnameOverride",
       usedBy: "chart-install (member install)",
-      values: { fullnameOverride: "sy2", multiClusterMember: true },
+      values: {
+        fullnameOverride: "sy2",
+        multiClusterMember: true,
+        sessions: { allowedNamespaces: ["team-a"] },
+      },
       namespace: "sy2",
     },
     {

@@ -9,17 +9,14 @@
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { CoreV1Api, RbacAuthorizationV1Api, Watch, type KubeConfig } from "@kubernetes/client-node";
+import { CoreV1Api, RbacAuthorizationV1Api, type KubeConfig } from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import * as pb from "../../../proto/gen/session_pb.js";
-import { sessionKey } from "../../../proto/session-endpoint.js";
 import {
-  API_VERSION,
   OPERATOR_OBJECT_NAME,
   clusterSessionClient,
   multiClusterSessionClient,
   switchyardOperatorClient,
-  type MultiClusterSession,
   type SwitchyardOperatorStatus,
 } from "../../../proto/api/v1alpha1/index.js";
 import { installCrds } from "../../../control-plane/src/runtime/index.js";
@@ -30,6 +27,7 @@ import { KubeSessions } from "../../../cli/src/sdk/kube/kube-sessions.js";
 import { readOperator } from "../../../cli/src/sdk/kube/operator-info.js";
 import { freePorts, startClusterSet, type ClusterSet } from "../../env/index.js";
 import { RouterProcess } from "../router/router-process.js";
+import { simulatePrimary } from "./simulated-primary.js";
 import { launch, tsx } from "../../support/launch.js";
 
 const NS = "shop";
@@ -160,65 +158,9 @@ afterAll(async () => {
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
-/**
- * Plays the Primary's control plane for sessions created in NS: routes each new parent to
- * the scripted agents through the router (by its clientKeyHash) and marks it Ready. Returns a
- * stop function.
- */
+/** Plays the Primary's control plane for sessions created in NS (simulated-primary.ts); returns a stop function. */
 function simulateControlPlane(): () => void {
-  const routes = new Map<string, object>();
-  let ctl: AbortController | undefined;
-  const mcs = multiClusterSessionClient(admin);
-  void new Watch(admin)
-    .watch(
-      `/apis/${API_VERSION}/namespaces/${NS}/multiclustersessions`,
-      {},
-      (type, obj: MultiClusterSession) => {
-        const id = obj.metadata.name!;
-        if (type === "DELETED") {
-          routes.delete(id);
-          router.reload(JSON.stringify([...routes.values()]));
-          return;
-        }
-        if (type !== "ADDED" || routes.has(id)) return;
-        routes.set(id, {
-          sessionId: sessionKey(NS, id),
-          clientKeyHash: obj.spec.clientKeyHash,
-          state: "SESSION_STATE_READY",
-          upstreams: [
-            { cluster: "east", url: east.url(id), secret: "agent-east", isDefault: true },
-            { cluster: "west", url: west.url(id), secret: "agent-west", isDefault: false },
-          ],
-        });
-        router.reload(JSON.stringify([...routes.values()]));
-        void router
-          .waitForLog(
-            (l) => l.msg === "static routes applied" && (l.sessions as number) >= routes.size,
-            10_000,
-          )
-          .then(() =>
-            mcs.patchStatus(
-              { name: id, namespace: NS },
-              {
-                phase: "Ready",
-                children: {
-                  east: {
-                    name: `${id}-east`,
-                    ready: true,
-                    gateway: "ws://east.gw:8080",
-                    defaultCluster: true,
-                  },
-                  west: { name: `${id}-west`, ready: true, gateway: "ws://west.gw:8080" },
-                },
-              },
-            ),
-          )
-          .catch(() => {});
-      },
-      () => {},
-    )
-    .then((c) => (ctl = c));
-  return () => ctl?.abort();
+  return simulatePrimary({ admin, namespace: NS, router, east, west }).stop;
 }
 
 describe("switchyard status", () => {

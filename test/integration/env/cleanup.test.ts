@@ -140,8 +140,11 @@ describe("cleanup", () => {
     await new Promise((resolve) => child.once("exit", resolve));
     // No hook ran: the servers are orphans now.
     expect(r.processes.some((p) => isSameProcessAlive(p.pid, p.start))).toBe(true);
-    expect(await sweepOrphans()).toBeGreaterThanOrEqual(2);
-    await expectNothingLeft(r);
+    // Test files starting clusters or servers in parallel sweep too and may take some of these
+    // orphans first (and still be killing them when this sweep returns): what counts is that
+    // they are all gone, soon after.
+    await sweepOrphans();
+    await vi.waitFor(() => expectNothingLeft(r), { timeout: 15_000, interval: 200 });
   });
 
   it("sweeps processes a component started on its own that name a set directory already removed", async () => {

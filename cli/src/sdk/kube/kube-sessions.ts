@@ -33,6 +33,13 @@ export interface SessionRequest {
   ttlSeconds?: number;
   failurePolicy?: FailurePolicy;
   connectParams?: ConnectParams;
+  /** The object's name when chosen beforehand (`newSessionName`); default a fresh one. */
+  name?: string;
+}
+
+/** A fresh session name for `mode`: `mc-<16 hex>` (multi-cluster) or `cs-<16 hex>`. */
+export function newSessionName(mode: SessionMode): string {
+  return `${mode === "multi-cluster" ? "mc" : "cs"}-${randomBytes(8).toString("hex")}`;
 }
 
 /** A created session: what is needed to attach to it and to delete it. */
@@ -136,7 +143,7 @@ export class KubeSessions {
     }
     const mode = sessionModeOf(operator);
     const secret = newSecret();
-    const hex = randomBytes(8).toString("hex");
+    const id = req.name ?? newSessionName(mode);
     const spec = {
       target: req.target,
       clientKeyHash: hashSecret(secret),
@@ -145,7 +152,6 @@ export class KubeSessions {
     };
     const labels = { [`${GROUP}/created-by`]: "switchyard-cli" };
     if (mode === "multi-cluster") {
-      const id = `mc-${hex}`;
       try {
         await this.#multi.create({
           metadata: { name: id, namespace: req.namespace, labels },
@@ -160,7 +166,6 @@ export class KubeSessions {
       }
       return { id, namespace: req.namespace, mode, secret, target: req.target };
     }
-    const id = `cs-${hex}`;
     try {
       await this.#single.create({ metadata: { name: id, namespace: req.namespace, labels }, spec });
     } catch (err) {

@@ -1,14 +1,23 @@
 // Fuzz of switchyard.json (fast-check): mutated files (fields removed, wrong types, hostile
 // and huge strings, bad regexes, unknown keys, duplicate ports) and text that is not JSON.
 // Every outcome is a configuration the session can be opened with — its target parses, its
-// ports are valid, its TTL is one the session CRDs accept — or a CliError
+// ports are valid, its TTL is one the session CRDs accept, each database branch is a spec
+// the branch CRD accepts (schema and rules) — or a CliError
 // SWITCHYARD_CLI_CONFIG_INVALID on one line, naming the field of the file (prefixed with the
 // file's name when the value came from it), of bounded size.
+import { Value } from "@sinclair/typebox/value";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { FUZZ_SEED, fuzzParameters } from "../../../../test/support/fuzz-parameters.js";
 import { mutatedJson, type Json } from "../../../../test/support/mutated-json.js";
-import { parseTarget, TTL_SECONDS_MAX, TTL_SECONDS_MIN } from "../../../../proto/api/v1alpha1/index.js";
+import {
+  ENV_VAR_PATTERN,
+  mysqlBranchDatabaseCrd,
+  parseTarget,
+  pgBranchDatabaseCrd,
+  TTL_SECONDS_MAX,
+  TTL_SECONDS_MIN,
+} from "../../../../proto/api/v1alpha1/index.js";
 import { compileFilterRegex } from "../../../../proto/http-filter.js";
 import { CliError, CliErrorCode } from "../cli-errors.js";
 import type { HttpFilterSpec } from "../session/http-filter.js";
@@ -28,6 +37,17 @@ const valid: Json = {
   ttlSeconds: 120,
   failurePolicy: "BestEffort",
   proxy: true,
+  branches: [
+    { envVar: "DATABASE_URL", engine: "postgres", copy: { mode: "schema" }, ttlSeconds: 600 },
+    {
+      envVar: "ORDERS_DB",
+      engine: "mysql",
+      id: "orders-1",
+      source: { host: "mysql.shop.svc", port: 3306, database: "orders", user: "app" },
+      copy: { mode: "empty", filters: [{ table: "tenants", where: "id = 42" }] },
+    },
+  ],
+  branchTimeoutSeconds: 60,
 };
 
 /** The whole outcome: a configuration, or the error text (failing on anything but a config CliError). */
@@ -64,6 +84,17 @@ function expectUsable(cfg: ReturnType<typeof resolveConfig>): void {
   if (cfg.httpFilter) {
     expect(cfg.mode).toBe("steal");
     for (const re of regexesOf(cfg.httpFilter)) expect(() => compileFilterRegex(re)).not.toThrow();
+  }
+  // Every branch is one the API server accepts: its schema, and the rules it checks in CEL.
+  expect(Number.isInteger(cfg.branchTimeoutSeconds) && cfg.branchTimeoutSeconds >= 1).toBe(true);
+  expect(new Set(cfg.branches.map((b) => b.envVar)).size).toBe(cfg.branches.length);
+  for (const b of cfg.branches) {
+    expect(b.envVar).toMatch(new RegExp(ENV_VAR_PATTERN));
+    const crd = b.kind === "PgBranchDatabase" ? pgBranchDatabaseCrd : mysqlBranchDatabaseCrd;
+    expect(Value.Check(crd.spec, b.spec), JSON.stringify(b.spec)).toBe(true);
+    const src = b.spec.source;
+    if (!src.fromEnv) expect(src.host && src.database && src.user).toBeTruthy();
+    if (b.spec.copy?.mode === "all") expect(b.spec.copy.filters).toBeUndefined();
   }
 }
 

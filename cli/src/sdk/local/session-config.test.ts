@@ -14,6 +14,8 @@ describe("session config", () => {
       envInclude: [],
       envExclude: [],
       proxy: true,
+      branches: [],
+      branchTimeoutSeconds: 120,
     });
   });
 

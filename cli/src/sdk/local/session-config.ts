@@ -7,6 +7,14 @@ import { z } from "zod";
 import { parseTarget, TTL_SECONDS_MAX } from "../../../../proto/api/v1alpha1/index.js";
 import { CliError, CliErrorCode } from "../cli-errors.js";
 import { filterFromFlags, type HttpFilterNames, type HttpFilterSpec } from "../session/http-filter.js";
+import {
+  BRANCH_TIMEOUT_SECONDS_DEFAULT,
+  BRANCH_TIMEOUT_SECONDS_MAX,
+  BRANCH_TIMEOUT_SECONDS_MIN,
+  BranchConfigEntry,
+  resolveBranches,
+  type BranchRequest,
+} from "./branch-config.js";
 
 const PortSpec = z.union([z.number().int(), z.string()]);
 /** Shortest TTL the CLI asks for: below its heartbeat period a session would expire while in use. */
@@ -41,6 +49,15 @@ export const SessionConfigFile = z.strictObject({
   failurePolicy: z.enum(["AllOrNothing", "BestEffort"]).optional(),
   /** Give the process a SOCKS5/HTTP proxy through the Default cluster (default true). */
   proxy: z.boolean().optional(),
+  /** Database branches the session uses (branch-config.ts). */
+  branches: z.array(BranchConfigEntry).optional(),
+  /** Seconds to wait for every branch to be Ready (default 120). */
+  branchTimeoutSeconds: z
+    .number()
+    .int()
+    .min(BRANCH_TIMEOUT_SECONDS_MIN)
+    .max(BRANCH_TIMEOUT_SECONDS_MAX)
+    .optional(),
 });
 export type SessionConfigFile = z.infer<typeof SessionConfigFile>;
 
@@ -87,6 +104,10 @@ export interface SessionConfig {
   ttlSeconds?: number;
   failurePolicy?: "AllOrNothing" | "BestEffort";
   proxy: boolean;
+  /** Database branches, created before the session (empty: none). */
+  branches: BranchRequest[];
+  /** Seconds to wait for every branch to be Ready. */
+  branchTimeoutSeconds: number;
 }
 
 function invalid(message: string): CliError {
@@ -252,6 +273,8 @@ export function resolveConfig(
     ...opt("ttlSeconds", ttlSeconds),
     ...opt("failurePolicy", file.failurePolicy),
     proxy: flags.proxy ?? file.proxy ?? true,
+    branches: resolveBranches(file.branches ?? [], target, bad),
+    branchTimeoutSeconds: file.branchTimeoutSeconds ?? BRANCH_TIMEOUT_SECONDS_DEFAULT,
   };
 }
 

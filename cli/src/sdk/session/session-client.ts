@@ -48,7 +48,13 @@ import type { UdpChannel } from "./udp-channel.js";
 
 export type { BackoffOptions } from "./reconnect-policy.js";
 export type { UpstreamEvent } from "./inbound-frames.js";
-export type { ClusterHealthInfo, EnvOptions, FileStatInfo, PingResult } from "./session-requests.js";
+export type {
+  ClusterHealthInfo,
+  EnvBranchRewrite,
+  EnvOptions,
+  FileStatInfo,
+  PingResult,
+} from "./session-requests.js";
 export type { Subscription } from "./subscriptions.js";
 
 const F = pb.FrameFamily;

@@ -30,7 +30,15 @@ export interface EnvOptions {
   names?: string[];
   include?: string[];
   exclude?: string[];
+  /**
+   * Database branches: each variable's URL pointed at a branch by the Default agent
+   * (database, user, password, host, port replaced). The password is sent, never logged.
+   */
+  branches?: EnvBranchRewrite[];
 }
+
+/** One variable pointed at a database branch: the EnvGet's BranchRewrite message. */
+export type EnvBranchRewrite = Omit<pb.BranchRewrite, "$typeName" | "$unknown">;
 
 export interface ClusterHealthInfo {
   cluster: string;
@@ -58,7 +66,12 @@ export class SessionRequests {
       F.ENV,
       pb.EnvKind.GET,
       pb.EnvGetSchema,
-      { names: opts.names ?? [], include: opts.include ?? [], exclude: opts.exclude ?? [] },
+      {
+        names: opts.names ?? [],
+        include: opts.include ?? [],
+        exclude: opts.exclude ?? [],
+        branches: opts.branches ?? [],
+      },
       pb.EnvResultSchema,
     );
     if (r.error) throw new RemoteError(ENV_FAILED, `reading the target's environment failed: ${r.error}`);

@@ -1,21 +1,25 @@
 // The ENV family: answers an EnvGet from the target's environment (TargetView, resolved
-// as the kubelet would), narrowed by the request's include/exclude globs and names, with
-// the DB-branch rewrite applied. The branch comes from the EnvGet when it sets both
-// branch_variable and branch, else from the session's grant (its secrets-file entry),
-// else there is none. Failures answer `EnvResult.error = "<CODE>: <message>"`; a failed
-// API read is SWITCHYARD_ENV_UNAVAILABLE.
+// as the kubelet would), with the DB-branch rewrites applied, then narrowed by the
+// request's include/exclude globs and names. Rewrites (branch-rewrite.ts): first the older
+// database-only form — from the EnvGet when it sets both branch_variable and branch, else
+// from the session's grant (its secrets-file entry) — then each of EnvGet.branches.
+// Rewriting before filtering means a branch variable the request leaves out is still
+// checked, and still never answered with the source database in it.
+// Failures answer `EnvResult.error = "<CODE>: <message>"`; a failed API read is
+// SWITCHYARD_ENV_UNAVAILABLE.
 import { ErrorCode, isErrorCode } from "../../../../proto/error-codes.js";
 import { encodeFrame } from "../../../../proto/frame-codec.js";
 import { EnvKind, EnvResultSchema, FrameFamily, type EnvGet } from "../../../../proto/gen/session_pb.js";
-import { filterEnv, rewriteBranch, type BranchRewrite } from "./env-resolver.js";
+import { rewriteBranchDatabase, rewriteBranches, type BranchDatabaseRewrite } from "./branch-rewrite.js";
+import { filterEnv } from "./env-resolver.js";
 import type { TargetView } from "./target-view.js";
 
 export interface EnvRequest {
   view: TargetView;
   get: EnvGet;
   requestId: number;
-  /** The session's own branch (from its grant), used when the EnvGet names none. */
-  sessionBranch: BranchRewrite | undefined;
+  /** The session's own branch, older form (from its grant), used when the EnvGet names none. */
+  sessionBranch: BranchDatabaseRewrite | undefined;
   /** Counts an answered error by code. */
   countError(code: string): void;
   /** Sends the answer toward the peer. */
@@ -34,12 +38,13 @@ export async function answerEnv(r: EnvRequest): Promise<void> {
       ),
     );
   try {
-    let env = filterEnv(await r.view.env(), get.include, get.exclude);
+    let env = await r.view.env();
     const branch =
       get.branch && get.branchVariable
         ? { variable: get.branchVariable, branch: get.branch }
         : r.sessionBranch;
-    if (branch) env = rewriteBranch(env, branch);
+    if (branch) env = rewriteBranchDatabase(env, branch);
+    env = filterEnv(rewriteBranches(env, get.branches), get.include, get.exclude);
     const vars: Record<string, string> = {};
     if (get.names.length > 0) {
       for (const n of get.names) {

@@ -3,7 +3,6 @@ import {
   expandVars,
   filterEnv,
   parseQuantity,
-  rewriteBranch,
   resolveContainerEnv,
   type EnvSources,
 } from "./env-resolver.js";
@@ -94,21 +93,6 @@ describe("filterEnv", () => {
     expect([...filterEnv(env, ["DB_*"], ["*PASSWORD"]).keys()]).toEqual(["DB_URL"]);
     expect([...filterEnv(env, [], ["HOME"]).keys()]).toEqual(["DB_URL", "DB_PASSWORD"]);
     expect([...filterEnv(env).keys()]).toHaveLength(3);
-  });
-});
-
-describe("rewriteBranch", () => {
-  it("points the database URL at the branch and keeps the rest", () => {
-    const env = new Map([["DATABASE_URL", "postgres://u:p@db:5432/app?sslmode=disable"]]);
-    expect(rewriteBranch(env, { variable: "DATABASE_URL", branch: "app-br-1" }).get("DATABASE_URL")).toBe(
-      "postgres://u:p@db:5432/app-br-1?sslmode=disable",
-    );
-    expect(env.get("DATABASE_URL")).toContain("/app?"); // input untouched
-  });
-  it("refuses a variable that is not a URL", () => {
-    expect(() =>
-      rewriteBranch(new Map([["DATABASE_URL", "not a url"]]), { variable: "DATABASE_URL", branch: "b" }),
-    ).toThrow(/not a URL/);
   });
 });
 

@@ -310,31 +310,3 @@ export function filterEnv(env: ResolvedEnv, include: string[] = [], exclude: str
   }
   return out;
 }
-
-export interface BranchRewrite {
-  /** Variable holding the database URL, e.g. DATABASE_URL. */
-  variable: string;
-  /** Name of the branch database to point it at. */
-  branch: string;
-}
-
-/**
- * Points a database URL variable at a branch database (the hook DB branching uses):
- * the URL's path — the database name — is replaced; everything else is kept.
- */
-export function rewriteBranch(env: ResolvedEnv, rewrite: BranchRewrite): ResolvedEnv {
-  const current = env.get(rewrite.variable);
-  if (current === undefined) return env;
-  const out = new Map(env);
-  try {
-    const url = new URL(current);
-    url.pathname = `/${encodeURIComponent(rewrite.branch)}`;
-    out.set(rewrite.variable, url.toString());
-  } catch {
-    throw new EnvResolveError(
-      ErrorCode.ENV_UNSUPPORTED,
-      `${rewrite.variable} is not a URL, so it cannot be pointed at branch ${rewrite.branch}`,
-    );
-  }
-  return out;
-}

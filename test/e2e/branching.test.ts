@@ -1,0 +1,139 @@
+// Database branches end to end, as a developer uses them: the embedded stack (a management-
+// only Primary, east as the Default cluster, west; the real chart and its identities) with a
+// real PostgreSQL 18 server holding the demo workload's database and the branches. The CLI
+// creates the branch on the Primary, the sync controller copies it to east, east's branching
+// controller makes it, and `switchyard exec` runs a local program with a stock driver (`pg`)
+// against the rewritten DATABASE_URL, through the CLI's local forward and east's agent.
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import pg from "pg";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { pgBranchDatabaseClient } from "../../proto/api/v1alpha1/index.js";
+import { startPostgres, type PostgresServer } from "../env/databases/postgres-server.js";
+import { startEmbeddedStack, type EmbeddedStack } from "../env/embedded-stack.js";
+import { launch, tsx } from "../support/launch.js";
+import { eventually } from "../support/poll.js";
+
+const PASSWORD = "source-app-password";
+let pg18: PostgresServer;
+let stack: EmbeddedStack;
+let dir: string;
+
+const sourceUrl = () => `postgres://app:${PASSWORD}@127.0.0.1:${pg18.port}/shop`;
+
+async function query<T>(url: string, text: string): Promise<T[]> {
+  const c = new pg.Client({ connectionString: url });
+  await c.connect();
+  try {
+    return (await c.query(text)).rows as T[];
+  } finally {
+    await c.end();
+  }
+}
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), "switchyard-branching-e2e-"));
+  pg18 = await startPostgres({ version: 18 });
+  await query(pg18.adminUrl, `CREATE ROLE app LOGIN PASSWORD '${PASSWORD}'`);
+  await query(pg18.adminUrl, "CREATE DATABASE shop OWNER app");
+  await query(
+    sourceUrl(),
+    `CREATE TABLE items (id serial PRIMARY KEY, name text NOT NULL);
+     INSERT INTO items (name) SELECT 'item ' || g FROM generate_series(1, 50) g;`,
+  );
+  stack = await startEmbeddedStack({
+    branchServers: { postgres: pg18.adminUrl },
+    demoEnv: { DATABASE_URL: sourceUrl() },
+  });
+}, 240_000);
+
+afterAll(async () => {
+  await stack?.stop();
+  await pg18?.stop();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+/** `switchyard exec` with `config`, running `script` (an ES module using `pg`); resolves with its output and status. */
+async function execWithBranch(
+  config: object,
+  script: string,
+): Promise<{ output: string; status: number | string }> {
+  const configFile = join(dir, `switchyard-${Date.now()}.json`);
+  writeFileSync(configFile, JSON.stringify(config));
+  const scriptFile = join(process.cwd(), `test/e2e/fixtures/.branch-app-${process.pid}.mjs`);
+  writeFileSync(scriptFile, script);
+  try {
+    const proc = await launch({
+      name: "switchyard-exec-branch",
+      ...tsx("cli/src/main.ts", [
+        "exec",
+        ...stack.developerCliArgs,
+        "--config",
+        configFile,
+        "--",
+        process.execPath,
+        scriptFile,
+      ]),
+    });
+    const status = await proc.exited;
+    return { output: proc.output(), status };
+  } finally {
+    rmSync(scriptFile, { force: true });
+  }
+}
+
+const APP = `
+import pg from "pg";
+const url = new URL(process.env.DATABASE_URL);
+console.log("branch-url host=" + url.hostname + " db=" + url.pathname.slice(1) + " user=" + url.username);
+const c = new pg.Client({ connectionString: process.env.DATABASE_URL });
+await c.connect();
+await c.query("INSERT INTO items (name) VALUES ('from the laptop')");
+const { rows } = await c.query("SELECT count(*)::int AS n FROM items");
+console.log("branch-rows " + rows[0].n);
+await c.end();
+`;
+
+describe("database branches end to end", () => {
+  it("gives the local program a branch of east's database through its DATABASE_URL; the source is untouched", async () => {
+    const { output, status } = await execWithBranch(
+      { branches: [{ envVar: "DATABASE_URL", engine: "postgres", id: "shop-e2e", copy: { mode: "all" } }] },
+      APP,
+    );
+    expect(status, output).toBe(0);
+    expect(output).toMatch(
+      /branch-url host=127\.0\.0\.1 db=sy_branch_shop_e2e_\w+ user=sy_branch_shop_e2e_\w+/,
+    );
+    expect(output).toMatch(/branch-rows 51/);
+    expect(output).not.toContain(PASSWORD);
+    expect((await query<{ n: number }>(sourceUrl(), "SELECT count(*)::int AS n FROM items"))[0]!.n).toBe(50);
+
+    // Shared by id: a second session gets the same branch, with the first one's row.
+    const again = await execWithBranch(
+      { branches: [{ envVar: "DATABASE_URL", engine: "postgres", id: "shop-e2e", copy: { mode: "all" } }] },
+      APP,
+    );
+    expect(again.status, again.output).toBe(0);
+    expect(again.output).toMatch(/branch-rows 52/);
+
+    // The branch lives on both clusters until deleted on the Primary; then the copy and the database go.
+    const primary = pgBranchDatabaseClient(stack.primary.kubeConfig());
+    const east = pgBranchDatabaseClient(stack.workloads.east!.cluster.kubeConfig());
+    const copy = await east.get({ namespace: "default", name: "branch-shop-e2e" });
+    expect(copy?.status?.phase).toBe("Ready");
+    await primary.delete({ namespace: "default", name: "branch-shop-e2e" });
+    await eventually(
+      "the branch gone on both clusters",
+      async () =>
+        (await primary.get({ namespace: "default", name: "branch-shop-e2e" })) === undefined &&
+        (await east.get({ namespace: "default", name: "branch-shop-e2e" })) === undefined,
+      { timeoutMs: 30_000, intervalMs: 200 },
+    );
+    const left = await query<{ datname: string }>(
+      pg18.adminUrl,
+      "SELECT datname FROM pg_database WHERE datname LIKE 'sy\\_%'",
+    );
+    expect(left).toEqual([]);
+  }, 240_000);
+});
