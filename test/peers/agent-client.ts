@@ -211,6 +211,15 @@ export class AgentClient {
       exclude?: string[];
       branch?: string;
       branchVariable?: string;
+      /** Database branches: each rewrites one URL variable (database, user, password, host, port). */
+      branches?: Array<{
+        variable: string;
+        database: string;
+        user: string;
+        password: string;
+        host: string;
+        port: number;
+      }>;
     } = {},
   ) {
     const f = AgentClient.check(

@@ -336,9 +336,7 @@ cluster keyed by its EKS name, that name lowercased, '_' as '-', cut to 63, trai
 {{- end -}}
 {{- range $engine := list "postgres" "mysql" -}}
 {{- $srv := get $.Values.branching $engine -}}
-{{- if and (eq $srv.provisioner "pod") (eq $engine "mysql") -}}
-  {{- $errs = append $errs "branching.mysql.provisioner: pod is not available for MySQL/MariaDB yet. Fix: use server with branching.mysql.urlSecret" -}}
-{{- else if eq $srv.provisioner "pod" -}}
+{{- if eq $srv.provisioner "pod" -}}
   {{- if not $srv.pod.image -}}
     {{- $errs = append $errs (printf "branching.%s.pod.image: the pod provisioner needs the database image each branch pod runs. Fix: set it (e.g. %s), or branching.%s.provisioner: server" $engine (ternary "postgres:17" "mariadb:11" (eq $engine "postgres")) $engine) -}}
   {{- end -}}

@@ -6,6 +6,7 @@ import {
   branchPodName,
   branchPodObjects,
   INIT_DIR,
+  MARIADB_POD_ENGINE,
   POSTGRES_POD_ENGINE,
 } from "./branch-pod-objects.js";
 import { planCopy } from "./copy-plan.js";
@@ -109,5 +110,45 @@ describe("branchPodObjects", () => {
     });
     expect(digest(limited)).not.toBe(digest(o));
     expect(limited.pod.spec?.securityContext?.runAsUser).toBe(70);
+  });
+
+  it("a MariaDB pod: the mariadb image's contract, a generated root password for localhost only, port 3306", () => {
+    const mysqlRequest: BranchCreateRequest = {
+      ...request,
+      kind: "MysqlBranchDatabase",
+      source: { ...request.source, port: 3306 },
+    };
+    const m = branchPodObjects(MARIADB_POD_ENGINE, mysqlRequest, { image: "mariadb:11" });
+    const c = m.pod.spec!.containers[0]!;
+    const env = Object.fromEntries(c.env!.map((e) => [e.name, e]));
+    expect(env.MARIADB_USER?.value).toBe("sy_feature_abcdefghijkl");
+    expect(env.MARIADB_DATABASE?.value).toBe("sy_feature_abcdefghijkl");
+    expect(env.MARIADB_PASSWORD?.valueFrom?.secretKeyRef).toEqual({
+      name: "feature-mysqlbranch",
+      key: "password",
+    });
+    expect(env.MARIADB_ROOT_PASSWORD?.valueFrom?.secretKeyRef).toEqual({
+      name: "sy-feature-abcdefghijkl-seed",
+      key: "root-password",
+    });
+    expect(env.MARIADB_ROOT_HOST?.value).toBe("localhost");
+    expect(c.readinessProbe?.tcpSocket?.port).toBe(3306);
+    expect(c.volumeMounts).toContainEqual({ name: "data", mountPath: "/var/lib/mysql" });
+    expect(m.service.spec?.ports).toEqual([{ name: "mysql", port: 3306, targetPort: 3306, protocol: "TCP" }]);
+    expect(m.pod.metadata?.labels?.["switchyard.dev/branch"]).toBe("mysqlbranchdatabase.feature");
+    const data = m.seedSecret.data!;
+    const root = Buffer.from(data["root-password"]!, "base64").toString();
+    expect(root).toMatch(/^[\w-]{32}$/);
+    const script = Buffer.from(data["seed.sh"]!, "base64").toString();
+    expect(script).toContain("mariadb-dump");
+    for (const secret of [SOURCE_PASSWORD, BRANCH_PASSWORD, root]) {
+      expect(JSON.stringify(m.pod) + script).not.toContain(secret);
+    }
+    // A new root password each time, the same spec.
+    const again = branchPodObjects(MARIADB_POD_ENGINE, mysqlRequest, { image: "mariadb:11" });
+    expect(again.seedSecret.data!["root-password"]).not.toBe(data["root-password"]);
+    expect(again.pod.metadata?.annotations?.[BRANCH_POD_SPEC_ANNOTATION]).toBe(
+      m.pod.metadata?.annotations?.[BRANCH_POD_SPEC_ANNOTATION],
+    );
   });
 });

@@ -1,12 +1,13 @@
 // What the `pod` provisioner makes for one branch, as plain manifests (no client here): a
 // database Pod running the configured image, which initialises its own database from the
 // image's environment contract and seeds it with a generated script from
-// /docker-entrypoint-initdb.d/ (pg-pod-seed.ts); a ClusterIP Service in front of it; and a
-// seed Secret holding that script and the source password. All three are named from the
-// branch's database name, labelled with it and with the CR, and owned by the branch CR (garbage-collected
-// with it). The branch user's password is read from the branch's credentials Secret, which
-// the controller writes before the provisioner is called.
-import { createHash } from "node:crypto";
+// /docker-entrypoint-initdb.d/ (pg-pod-seed.ts, mysql-pod-seed.ts); a ClusterIP Service in
+// front of it; and a seed Secret holding that script and the source password (and what else
+// the engine's contract needs, e.g. MariaDB's generated root password). All three are named
+// from the branch's database name, labelled with it and with the CR, and owned by the branch
+// CR (garbage-collected with it). The branch user's password is read from the branch's
+// credentials Secret, which the controller writes before the provisioner is called.
+import { createHash, randomBytes } from "node:crypto";
 import type {
   V1EnvVar,
   V1ObjectMeta,
@@ -23,6 +24,7 @@ import {
   type BranchKind,
 } from "../../../proto/api/v1alpha1/index.js";
 import type { BranchCreateRequest } from "./branch-provisioner.js";
+import { mysqlSeedScript } from "./mysql-pod-seed.js";
 import { pgSeedScript, SOURCE_PASSWORD_ENV } from "./pg-pod-seed.js";
 
 /**
@@ -49,9 +51,18 @@ export interface PodEngine {
   portName: string;
   /** Where the data emptyDir is mounted. */
   dataMount: string;
-  /** The image contract's variables; `password` is the branch Secret's password key. */
-  env(request: BranchCreateRequest, password: V1EnvVar["valueFrom"]): V1EnvVar[];
+  /**
+   * The image contract's variables; `password` is the branch Secret's password key, `seedKey`
+   * a key of the seed Secret (one of `seedSecrets`).
+   */
+  env(
+    request: BranchCreateRequest,
+    password: V1EnvVar["valueFrom"],
+    seedKey: (key: string) => V1EnvVar["valueFrom"],
+  ): V1EnvVar[];
   seedScript(request: BranchCreateRequest): string;
+  /** Further seed Secret entries the environment refers to (e.g. a generated root password). */
+  seedSecrets?(): Record<string, string>;
 }
 
 /** The official `postgres` image's contract (Debian-based images of the same contract too). */
@@ -68,6 +79,30 @@ export const POSTGRES_POD_ENGINE: PodEngine = {
     { name: "PGDATA", value: "/var/lib/postgresql/data/pgdata" },
   ],
   seedScript: pgSeedScript,
+};
+
+/** Seed Secret key of the MariaDB pod's root password (generated; root is reachable inside the pod only). */
+export const ROOT_PASSWORD_KEY = "root-password";
+
+/**
+ * The official `mariadb` image's contract: MARIADB_USER/PASSWORD/DATABASE make the branch user
+ * with ALL on the branch database only; root gets a generated password and no account beyond
+ * localhost (MARIADB_ROOT_HOST), so only the seed script inside the pod uses it.
+ */
+export const MARIADB_POD_ENGINE: PodEngine = {
+  kind: "MysqlBranchDatabase",
+  port: 3306,
+  portName: "mysql",
+  dataMount: "/var/lib/mysql",
+  env: (request, password, seedKey) => [
+    { name: "MARIADB_USER", value: request.identifiers.user },
+    { name: "MARIADB_PASSWORD", valueFrom: password },
+    { name: "MARIADB_DATABASE", value: request.identifiers.database },
+    { name: "MARIADB_ROOT_PASSWORD", valueFrom: seedKey(ROOT_PASSWORD_KEY) },
+    { name: "MARIADB_ROOT_HOST", value: "localhost" },
+  ],
+  seedScript: (request) => mysqlSeedScript(request, "/var/lib/mysql"),
+  seedSecrets: () => ({ [ROOT_PASSWORD_KEY]: randomBytes(24).toString("base64url") }),
 };
 
 export interface BranchPodSettings {
@@ -133,6 +168,9 @@ export function branchPodObjects(
     data: {
       [SEED_SCRIPT_KEY]: Buffer.from(script).toString("base64"),
       [SOURCE_PASSWORD_KEY]: Buffer.from(request.source.password ?? "").toString("base64"),
+      ...Object.fromEntries(
+        Object.entries(engine.seedSecrets?.() ?? {}).map(([k, v]) => [k, Buffer.from(v).toString("base64")]),
+      ),
     },
   };
   const spec: V1Pod["spec"] = {
@@ -153,9 +191,11 @@ export function branchPodObjects(
         image: settings.image,
         imagePullPolicy: "IfNotPresent",
         env: [
-          ...engine.env(request, {
-            secretKeyRef: { name: branchSecretName(engine.kind, crName), key: "password" },
-          }),
+          ...engine.env(
+            request,
+            { secretKeyRef: { name: branchSecretName(engine.kind, crName), key: "password" } },
+            (key) => ({ secretKeyRef: { name: seedSecretName(name), key } }),
+          ),
           {
             name: SOURCE_PASSWORD_ENV,
             valueFrom: { secretKeyRef: { name: seedSecretName(name), key: SOURCE_PASSWORD_KEY } },

@@ -114,6 +114,15 @@ describe("branching options", () => {
     expect(o.postgres).toBeUndefined();
     expect(o.mysql?.adminUrl).toContain("10.0.0.6");
     expect(o.mysqlPod).toBeUndefined();
+    const mysqlPod = parseControlPlaneArgs(
+      [...member, "--branch-provisioner-mysql", "pod", "--branch-pod-image-mysql", " mariadb:11 "],
+      {},
+    ).branching;
+    expect(mysqlPod.mysqlPod).toEqual({ image: "mariadb:11" });
+    expect(mysqlPod.mysql).toBeUndefined();
+    expect(optionError([...member, "--branch-provisioner-mysql", "pod"]).option).toBe(
+      "--branch-pod-image-mysql",
+    );
   });
 
   it("refuses a pod provisioner without an image, a server one without its URL file, and flags of the other provisioner", () => {

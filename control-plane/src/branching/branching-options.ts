@@ -200,11 +200,6 @@ export function parseBranchingOptions(
     mysql,
     o.branchPodImageMysql as string | undefined,
   );
-  if (mysqlChoice.pod)
-    throw new OptionError(
-      "--branch-provisioner-mysql",
-      "pod is not available for MySQL/MariaDB yet: use server (--branch-mysql-url-file)",
-    );
   if (mode === "primary" && defaultCluster) {
     throw new OptionError(
       "--default-cluster",

@@ -32,6 +32,7 @@ import {
   branchPodName,
   branchPodObjects,
   DATABASE_CONTAINER,
+  MARIADB_POD_ENGINE,
   madeForBranch,
   POSTGRES_POD_ENGINE,
   seedSecretName,
@@ -352,5 +353,12 @@ export class PodBranches implements BranchProvisioner {
 export class PgPodBranches extends PodBranches {
   constructor(o: PodBranchesOptions) {
     super(POSTGRES_POD_ENGINE, o);
+  }
+}
+
+/** The MySQL/MariaDB `pod` provisioner: the official `mariadb` image's contract. */
+export class MysqlPodBranches extends PodBranches {
+  constructor(o: PodBranchesOptions) {
+    super(MARIADB_POD_ENGINE, o);
   }
 }

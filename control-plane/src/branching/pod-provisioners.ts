@@ -6,7 +6,7 @@ import type { Logger } from "pino";
 import type { BranchKind } from "../../../proto/api/v1alpha1/index.js";
 import type { BranchProvisioner } from "./branch-provisioner.js";
 import type { BranchingOptions } from "./branching-options.js";
-import { PgPodBranches } from "./pod-branches.js";
+import { MysqlPodBranches, PgPodBranches } from "./pod-branches.js";
 
 export function podProvisioners(
   o: BranchingOptions,
@@ -19,6 +19,14 @@ export function podProvisioners(
       kubeConfig,
       image: o.postgresPod.image,
       imageOption: "--branch-pod-image-postgres",
+      logger,
+    });
+  }
+  if (o.mysqlPod) {
+    out.MysqlBranchDatabase = new MysqlPodBranches({
+      kubeConfig,
+      image: o.mysqlPod.image,
+      imageOption: "--branch-pod-image-mysql",
       logger,
     });
   }

@@ -11,9 +11,10 @@ import { PgServerBranches } from "./pg-server-branches.js";
 
 export const BRANCH_PROVISIONER_HINT =
   "set branching.postgres.urlSecret or branching.mysql.urlSecret in the chart values of the Default " +
-  "cluster's install (flags --branch-postgres-url-file, --branch-mysql-url-file), or for PostgreSQL a pod per " +
-  "branch: branching.postgres.provisioner: pod with branching.postgres.pod.image (flags " +
-  "--branch-provisioner-postgres pod, --branch-pod-image-postgres <image>)";
+  "cluster's install (flags --branch-postgres-url-file, --branch-mysql-url-file), or a pod per branch: " +
+  "branching.postgres.provisioner: pod with branching.postgres.pod.image, or branching.mysql.provisioner: pod " +
+  "with branching.mysql.pod.image (flags --branch-provisioner-postgres pod --branch-pod-image-postgres <image>, " +
+  "--branch-provisioner-mysql pod --branch-pod-image-mysql <image>)";
 
 export function serverProvisioners(
   o: BranchingOptions,

@@ -24,7 +24,7 @@ import {
 } from "@kubernetes/client-node";
 import type { Logger } from "pino";
 import { integerIn, OptionError } from "../../../lib/option-error.js";
-import { reconcileErrorKind, TerminalReconcileError } from "../runtime/index.js";
+import { TerminalReconcileError } from "../runtime/index.js";
 import {
   agentIdForPod,
   type AgentEndpoint,
@@ -227,8 +227,10 @@ export class SidecarAgentProvisioner implements AgentProvisioner {
    * the one we hashed. Record the hash of the stored template instead, so that release tells our
    * own template from a user's edit. Only when the stored spec is still our write's generation:
    * an edit made meanwhile is someone else's and must not be taken for ours. (Generation, not
-   * resourceVersion: the workload's controller writes its status at once, which moves the
-   * resourceVersion but not the generation.)
+   * resourceVersion: the workload's controller writes its status all through a rollout, which
+   * moves the resourceVersion but not the generation — a resourceVersion precondition lost that
+   * race often enough that a rollout's own template was later taken for a user's edit.) The
+   * patch tests the generation on the server, atomically with the write.
    */
   async #recordStoredHash(
     kind: "deployment" | "statefulset",
@@ -236,25 +238,20 @@ export class SidecarAgentProvisioner implements AgentProvisioner {
     name: string,
     generation: number,
   ): Promise<void> {
-    // A status write between the read and the patch answers 409: read again (a few times).
-    for (let attempt = 0; attempt < 3; attempt++) {
-      const stored = await this.#read(kind, namespace, name);
-      if (!stored || (stored.metadata!.generation ?? 0) !== generation) return;
-      const hash = templateHash(stored.spec!.template);
-      if (stored.metadata!.annotations?.[PATCHED_TEMPLATE_ANNOTATION] === hash) return;
-      try {
-        await this.#patchOps(kind, stored, [
-          { op: "replace", path: "/metadata/resourceVersion", value: stored.metadata!.resourceVersion },
-          {
-            op: "replace",
-            path: `/metadata/annotations/${pointer(PATCHED_TEMPLATE_ANNOTATION)}`,
-            value: hash,
-          },
-        ]);
-        return;
-      } catch (err) {
-        if (reconcileErrorKind(err) !== "conflict") throw err;
-      }
+    const stored = await this.#read(kind, namespace, name);
+    if (!stored || (stored.metadata!.generation ?? 0) !== generation) return;
+    const hash = templateHash(stored.spec!.template);
+    if (stored.metadata!.annotations?.[PATCHED_TEMPLATE_ANNOTATION] === hash) return;
+    try {
+      await this.#patchOps(kind, stored, [
+        { op: "test", path: "/metadata/generation", value: generation },
+        { op: "replace", path: `/metadata/annotations/${pointer(PATCHED_TEMPLATE_ANNOTATION)}`, value: hash },
+      ]);
+    } catch (err) {
+      // The test failed: the spec was edited after our write, and that edit is not ours.
+      const now = await this.#read(kind, namespace, name);
+      if (!now || (now.metadata!.generation ?? 0) !== generation) return;
+      throw err;
     }
   }
 

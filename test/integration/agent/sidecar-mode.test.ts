@@ -186,6 +186,41 @@ describe("a sidecar agent with no API access", () => {
     ]);
     const branch = await c.env({ names: ["DATABASE_URL"], branchVariable: "DATABASE_URL", branch: "pr-7" });
     expect(branch.vars.DATABASE_URL).toBe("postgres://db:5432/pr-7");
+    // A database branch: the variable points at the CLI's forward, with the branch's credentials.
+    const rewritten = await c.env({
+      names: ["DATABASE_URL", "LOG_LEVEL"],
+      branches: [
+        {
+          variable: "DATABASE_URL",
+          database: "sy_pr_7_abcdefghijkl",
+          user: "sy_pr_7_abcdefghijkl",
+          password: "Br4nchPa55word",
+          host: "127.0.0.1",
+          port: 40123,
+        },
+      ],
+    });
+    expect(rewritten.error).toBe("");
+    expect(rewritten.vars).toEqual({
+      DATABASE_URL: "postgres://sy_pr_7_abcdefghijkl:Br4nchPa55word@127.0.0.1:40123/sy_pr_7_abcdefghijkl",
+      LOG_LEVEL: "info",
+    });
+    // A variable the target lacks fails the whole request, naming it (never the password).
+    const missing = await c.env({
+      names: ["LOG_LEVEL"],
+      branches: [
+        {
+          variable: "NO_SUCH_URL",
+          database: "d",
+          user: "u",
+          password: "Secr3tPw",
+          host: "127.0.0.1",
+          port: 1,
+        },
+      ],
+    });
+    expect(missing.error).toContain("NO_SUCH_URL");
+    expect(missing.error).not.toContain("Secr3tPw");
   });
 
   it("serves the files of the volumes it shares, and says why it serves no other", async () => {

@@ -348,9 +348,9 @@ const invalid = (): InvalidCase[] => [
     expect: ["branching.postgres.pod.image: only the pod provisioner runs an image"],
   },
   {
-    name: "pod provisioner for MySQL",
-    values: { branching: { mysql: { provisioner: "pod", pod: { image: "mariadb:11" } } } },
-    expect: ["branching.mysql.provisioner: pod is not available for MySQL/MariaDB yet"],
+    name: "pod provisioner for MySQL without an image",
+    values: { branching: { mysql: { provisioner: "pod" } } },
+    expect: ["branching.mysql.pod.image: the pod provisioner needs the database image each branch pod runs"],
   },
   {
     name: "schema: unknown branch provisioner",
@@ -665,7 +665,11 @@ describe("workloads", () => {
     const values: Values = {
       multiClusterMember: true,
       router: { endpoint: "wss://east.example.com" },
-      branching: { defaultCluster: true, postgres: { provisioner: "pod", pod: { image: "postgres:17" } } },
+      branching: {
+        defaultCluster: true,
+        postgres: { provisioner: "pod", pod: { image: "postgres:17" } },
+        mysql: { provisioner: "pod", pod: { image: "mariadb:11" } },
+      },
     };
     const manifests = await helm.template(values);
     const args = containerArgs(manifests, "switchyard-control-plane").slice(1);
@@ -674,6 +678,8 @@ describe("workloads", () => {
         "--default-cluster",
         "--branch-provisioner-postgres=pod",
         "--branch-pod-image-postgres=postgres:17",
+        "--branch-provisioner-mysql=pod",
+        "--branch-pod-image-mysql=mariadb:11",
       ]),
     );
     const dir = testScratchDir("chart-branch-flags-");
@@ -685,6 +691,7 @@ describe("workloads", () => {
     );
     expect(parsed.branching.defaultCluster).toBe(true);
     expect(parsed.branching.postgresPod).toEqual({ image: "postgres:17" });
+    expect(parsed.branching.mysqlPod).toEqual({ image: "mariadb:11" });
     type Rules = { rules: Array<{ apiGroups: string[]; resources: string[]; verbs: string[] }> };
     const rulesOf = (m: readonly Manifest[]) =>
       (find(m, "ClusterRole", "switchyard-control-plane-session-secrets") as unknown as Rules).rules;

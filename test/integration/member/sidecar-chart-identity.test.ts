@@ -13,6 +13,7 @@ import {
   KubernetesObjectApi,
   PatchStrategy,
   setHeaderOptions,
+  Watch,
   type KubernetesObject,
   type V1Deployment,
   type V1StatefulSet,
@@ -22,10 +23,12 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   AGENT_CONTAINER,
   ORIGINAL_TEMPLATE_ANNOTATION,
+  PATCHED_TEMPLATE_ANNOTATION,
   REDIRECT_CONTAINER,
   SidecarAgentProvisioner,
   type ResolvedTarget,
 } from "../../../control-plane/src/member/index.js";
+import { templateHash } from "../../../control-plane/src/member/sidecar-pod-template.js";
 import { workloadPatch } from "../../../control-plane/src/member/sidecar-agent-provisioner.js";
 import { readWorkloadJson } from "../../../control-plane/src/member/workload-json.js";
 import { installCrds, TerminalReconcileError } from "../../../control-plane/src/runtime/index.js";
@@ -198,6 +201,100 @@ describe("the sidecar provisioner with the chart's control-plane identity", () =
       expect((await read()).metadata!.resourceVersion).toBe(after.metadata!.resourceVersion);
     });
   }
+
+  it("tells its own template from a user's edit while the workload's controller writes status after each change", async () => {
+    // A Deployment controller answers every new generation with a burst of status writes (a
+    // rollout's progress): none of it is an edit, and recording the stored template's hash
+    // right after our write must not lose to it. An edit of the template is kept on release.
+    const name = "busy-status";
+    const adminApps = admin.makeApiClient(AppsV1Api);
+    await adminApps.createNamespacedDeployment({
+      namespace: NS,
+      body: {
+        metadata: { name },
+        spec: { selector: { matchLabels: { app: name } }, template: template(name, true) },
+      },
+    });
+    let statusWrites = 0;
+    let seenGeneration = 1;
+    let bursts = Promise.resolve();
+    const json = setHeaderOptions("Content-Type", PatchStrategy.JsonPatch);
+    const burst = async (generation: number) => {
+      for (let i = 0; i < 12; i++) {
+        await adminApps.patchNamespacedDeploymentStatus(
+          {
+            namespace: NS,
+            name,
+            body: [{ op: "replace", path: "/status/observedGeneration", value: generation }],
+          },
+          json,
+        );
+        statusWrites++;
+      }
+    };
+    const watching = await new Watch(admin).watch(
+      `/apis/apps/v1/namespaces/${NS}/deployments`,
+      { fieldSelector: `metadata.name=${name}` },
+      (_type, obj: V1Deployment) => {
+        const generation = obj.metadata?.generation ?? 0;
+        if (generation <= seenGeneration) return;
+        seenGeneration = generation;
+        bursts = bursts.then(() => burst(generation));
+      },
+      () => undefined,
+    );
+    const logs: string[] = [];
+    const provisioner = new SidecarAgentProvisioner({
+      kubeConfig: asControlPlane,
+      agentImage: "example.test/switchyard-agent:1",
+      redirectImage: "example.test/switchyard-iptables:1",
+      logger: pino({ level: "info" }, { write: (l: string) => void logs.push(l) }),
+    });
+    const signal = new AbortController().signal;
+    // The template write itself is preconditioned on what it read: a status write in between
+    // answers 409, and the reconciler reads again and retries, as here.
+    const ensure = async (secretHash: string) => {
+      for (let attempt = 0; ; attempt++) {
+        try {
+          return await provisioner.ensure({ resolved: resolved(NS, "deployment", name), secretHash, signal });
+        } catch (err) {
+          if ((err as { code?: number }).code !== 409 || attempt >= 200) throw err;
+        }
+      }
+    };
+    try {
+      for (const hash of "01234".split("").map((c) => c.repeat(64))) {
+        await ensure(hash);
+        const d = await adminApps.readNamespacedDeployment({ namespace: NS, name });
+        const stored = d.metadata!.annotations![PATCHED_TEMPLATE_ANNOTATION];
+        expect(stored, "the stored template's hash recorded despite the status writes").toBe(
+          templateHash(d.spec!.template),
+        );
+      }
+    } finally {
+      watching.abort();
+      await bursts;
+    }
+    expect(statusWrites).toBeGreaterThanOrEqual(12 * 5);
+    await provisioner.release({ namespace: NS, kind: "deployment", name, id: `${NS}/deployment/${name}` });
+    expect(logs.join("")).not.toContain("changed while the sidecar was in");
+
+    // Now a user's edit while the sidecar is in: kept, and said.
+    await provisioner.ensure({ resolved: resolved(NS, "deployment", name), secretHash: HASH, signal });
+    await adminApps.patchNamespacedDeployment(
+      {
+        namespace: NS,
+        name,
+        body: [{ op: "add", path: "/spec/template/metadata/labels/edited", value: "by-user" }],
+      },
+      setHeaderOptions("Content-Type", PatchStrategy.JsonPatch),
+    );
+    await provisioner.release({ namespace: NS, kind: "deployment", name, id: `${NS}/deployment/${name}` });
+    expect(logs.join("")).toContain("changed while the sidecar was in");
+    const after = await adminApps.readNamespacedDeployment({ namespace: NS, name });
+    expect(after.spec!.template.metadata!.labels!.edited).toBe("by-user");
+    expect(after.spec!.template.spec!.initContainers ?? []).toEqual([]);
+  });
 
   it("keeps template fields the typed client does not know (pod-level resources) through inject and restore", async () => {
     const name = "newer-fields";
