@@ -5,6 +5,8 @@
 //   - a PostgreSQL 15 server holding the same source elsewhere (streamed: pg_dump | psql);
 //   - real API servers (`primary`, `east`), the branching controller on east with the `server`
 //     provisioner, the branch sync controller on the Primary.
+//   - then, on a cluster of its own with a real node, the `pod` provisioner (bench/branching-pods.ts;
+//     `--no-pods` leaves it out).
 // Plain tools: CREATE DATABASE … TEMPLATE (clone, and the default WAL_LOG), pg_dump | psql
 // (all rows, schema only). Switchyard: a CR created on east (Default) per mode and path, and
 // one created on the Primary (sync to east and back).
@@ -24,6 +26,7 @@ import { installCrds } from "../control-plane/src/runtime/index.js";
 import { startPostgres, type PostgresServer } from "../test/env/databases/postgres-server.js";
 import { startClusterSet } from "../test/env/index.js";
 import { cpus, totalmem } from "node:os";
+import { podBranchTimes, type PodBranchTimes } from "./branching-pods.js";
 import { pct, writeResult } from "./stats-support.js";
 
 export interface BranchingBenchOptions {
@@ -31,9 +34,11 @@ export interface BranchingBenchOptions {
   sizeMb: number;
   /** Runs per measured copy. */
   runs: number;
+  /** Also the `pod` provisioner on a real node (bench/branching-pods.ts). */
+  pods: boolean;
 }
 
-export const defaultBranchingBench: BranchingBenchOptions = { sizeMb: 100, runs: 5 };
+export const defaultBranchingBench: BranchingBenchOptions = { sizeMb: 100, runs: 5, pods: true };
 
 const NS = "bench";
 const PASSWORD = "bench-source-password";
@@ -191,17 +196,23 @@ async function plainTools(o: BranchingBenchOptions, pg18: PostgresServer, pg15: 
   return out;
 }
 
-/** Creates a branch CR with `client` and resolves with ms to Ready (polled every 5 ms). */
+/** The provisioner's own time, from the Ready condition's "made by … copy in N ms". */
+const copyMsOf = (b: BranchDatabase): number =>
+  Number(
+    / in (\d+) ms$/.exec(b.status?.conditions?.find((c) => c.type === "Ready")?.message ?? "")?.[1] ?? NaN,
+  );
+
+/** Creates a branch CR with `client` and resolves with ms to Ready (polled every 5 ms) and the provisioner's part of it. */
 async function timeToReady(
   client: ReturnType<typeof pgBranchDatabaseClient>,
   name: string,
   spec: BranchDatabase["spec"],
-): Promise<number> {
+): Promise<{ ms: number; copyMs: number }> {
   const t0 = performance.now();
   await client.create({ metadata: { name, namespace: NS }, spec });
   for (;;) {
     const b = await client.get({ namespace: NS, name });
-    if (b?.status?.phase === "Ready") return performance.now() - t0;
+    if (b?.status?.phase === "Ready") return { ms: performance.now() - t0, copyMs: copyMsOf(b) };
     if (b?.status?.phase === "Failed")
       throw new Error(`${name} Failed: ${JSON.stringify(b.status.conditions)}`);
     await new Promise((r) => setTimeout(r, 5));
@@ -225,6 +236,7 @@ export async function runBranchingBench(o: BranchingBenchOptions): Promise<void>
   ]);
   const stop = new AbortController();
   const running: Promise<void>[] = [];
+  let measured: { plain: Record<string, number[]>; ours: Record<string, number[]> } | undefined;
   try {
     const [size18] = await Promise.all([generate(pg18, o.sizeMb), generate(pg15, o.sizeMb)]);
     console.log(`source: ${(size18 / 1e6).toFixed(0)} MB on each server; ${o.runs} runs per copy`);
@@ -275,45 +287,73 @@ export async function runBranchingBench(o: BranchingBenchOptions): Promise<void>
     for (let i = 0; i < o.runs; i++) {
       for (const [key, c] of Object.entries(cases)) {
         const name = `${key.toLowerCase()}-${i}`;
-        (ours[key] ??= []).push(
-          await timeToReady(c.client, name, { target: "deployment/unused", ...c.spec }),
-        );
+        const t = await timeToReady(c.client, name, { target: "deployment/unused", ...c.spec });
+        (ours[key] ??= []).push(t.ms);
+        (ours[`${key}Copy`] ??= []).push(t.copyMs);
         await deleted(c.client, name);
       }
     }
-    const p50 = (xs: number[]) => pct(xs, 50);
-    console.log(
-      `results: ${writeResult("branching", { sizeMb: o.sizeMb, runs: o.runs, fs: fs.why, plain, switchyard: ours })}`,
-    );
-    const row = (label: string, xs: number[]) =>
-      console.log(
-        `${label.padEnd(46)} p50 ${p50(xs).toFixed(0).padStart(7)} ms   min ${Math.min(...xs)
-          .toFixed(0)
-          .padStart(7)} ms   max ${Math.max(...xs)
-          .toFixed(0)
-          .padStart(7)} ms`,
-      );
-    row("plain: CREATE DATABASE … TEMPLATE (clone)", plain.clone!);
-    row("plain: CREATE DATABASE … TEMPLATE (WAL_LOG)", plain.walLog!);
-    row("plain: pg_dump | psql, all (15 → 18)", plain.dumpAll!);
-    row("plain: pg_dump --schema-only | psql (15 → 18)", plain.dumpSchema!);
-    row("switchyard: same server, all → Ready", ours.sameAll!);
-    row("switchyard: same server, schema → Ready", ours.sameSchema!);
-    row("switchyard: stream, all → Ready", ours.streamAll!);
-    row("switchyard: stream, schema → Ready", ours.streamSchema!);
-    row("switchyard: via the Primary (sync), schema → Ready", ours.syncSchema!);
-    const goal = (name: string, value: number, unit: string, target: number, digits = 0) =>
-      console.log(
-        `GOAL ${name} ${value.toFixed(digits)}${unit} <=${target}${unit} ${value <= target ? "met" : "missed"}`,
-      );
-    goal("branch-same-server-clone-p50", p50(ours.sameAll!), "ms", 250);
-    goal("branch-schema-p50", Math.max(p50(ours.sameSchema!), p50(ours.streamSchema!)), "ms", 1000);
-    goal("branch-stream-all-vs-pg-dump", p50(ours.streamAll!) / p50(plain.dumpAll!), "x", 1.2, 2);
-    goal("branch-sync-added-p50", Math.max(0, p50(ours.syncSchema!) - p50(ours.sameSchema!)), "ms", 200);
+    measured = { plain, ours };
   } finally {
     stop.abort();
     await Promise.allSettled(running);
     await Promise.allSettled([set.stop(), pg18.stop(), pg15.stop()]);
     fs.cleanup();
   }
+  const pods = o.pods ? await podBranchTimes(o.sizeMb, o.runs, logger) : undefined;
+  report(o, fs.why, measured!, pods);
+}
+
+function report(
+  o: BranchingBenchOptions,
+  fsWhy: string,
+  { plain, ours }: { plain: Record<string, number[]>; ours: Record<string, number[]> },
+  pods: PodBranchTimes | undefined,
+): void {
+  const p50 = (xs: number[]) => pct(xs, 50);
+  console.log(
+    `results: ${writeResult("branching", { sizeMb: o.sizeMb, runs: o.runs, fs: fsWhy, plain, switchyard: ours, pods })}`,
+  );
+  const row = (label: string, xs: number[]) =>
+    console.log(
+      `${label.padEnd(50)} p50 ${p50(xs).toFixed(0).padStart(7)} ms   min ${Math.min(...xs)
+        .toFixed(0)
+        .padStart(7)} ms   max ${Math.max(...xs)
+        .toFixed(0)
+        .padStart(7)} ms`,
+    );
+  row("plain: CREATE DATABASE … TEMPLATE (clone)", plain.clone!);
+  row("plain: CREATE DATABASE … TEMPLATE (WAL_LOG)", plain.walLog!);
+  row("plain: pg_dump | psql, all (15 → 18)", plain.dumpAll!);
+  row("plain: pg_dump --schema-only | psql (15 → 18)", plain.dumpSchema!);
+  row("switchyard: same server, all → Ready", ours.sameAll!);
+  row("switchyard: same server, schema → Ready", ours.sameSchema!);
+  row("switchyard: stream, all → Ready", ours.streamAll!);
+  row("switchyard: stream, schema → Ready", ours.streamSchema!);
+  row("switchyard: via the Primary (sync), schema → Ready", ours.syncSchema!);
+  // Of each time to Ready, what the provisioner took (the rest: the controller's API round trips).
+  for (const key of ["sameAll", "sameSchema", "streamAll", "streamSchema"])
+    console.log(
+      `  ${key.padEnd(14)} provisioner p50 ${p50(ours[`${key}Copy`]!).toFixed(0).padStart(6)} ms of ${p50(
+        ours[key]!,
+      )
+        .toFixed(0)
+        .padStart(6)} ms to Ready`,
+    );
+  if (pods) {
+    console.log(
+      `pod provisioner: source pod Ready (initdb + ${o.sizeMb} MB generated) in ${(pods.sourceReadyMs / 1000).toFixed(1)} s`,
+    );
+    row("switchyard: pod, empty → Ready (pod start + initdb)", pods.empty);
+    row("switchyard: pod, schema → Ready", pods.schema);
+    row("switchyard: pod, all → Ready", pods.all);
+  } else console.log("pod provisioner: not measured (--no-pods)");
+  const goal = (name: string, value: number, unit: string, target: number, digits = 0) =>
+    console.log(
+      `GOAL ${name} ${value.toFixed(digits)}${unit} <=${target}${unit} ${value <= target ? "met" : "missed"}`,
+    );
+  goal("branch-same-server-clone-p50", p50(ours.sameAll!), "ms", 250);
+  goal("branch-schema-p50", Math.max(p50(ours.sameSchema!), p50(ours.streamSchema!)), "ms", 1000);
+  goal("branch-stream-all-vs-pg-dump", p50(ours.streamAll!) / p50(plain.dumpAll!), "x", 1.2, 2);
+  goal("branch-sync-added-p50", Math.max(0, p50(ours.syncSchema!) - p50(ours.sameSchema!)), "ms", 200);
 }

@@ -11,7 +11,7 @@
 //   pods [--runs n] [--requests n]                                  real pods: exec -> Ready, memory, stolen vs direct
 //   chaos [--only list] [--sessions n] [--rate n] [--duration s] [--kill-every s] [--outage s]
 //                                                                   real pods: leader, router, API server, client kills
-//   branching [--size-mb n] [--runs n]                              database branches: time to Ready vs the plain tools
+//   branching [--size-mb n] [--runs n] [--no-pods]                  database branches: time to Ready vs the plain tools
 import { Command } from "commander";
 import { defaultRouterBench, runRouterBench } from "./router-bench.js";
 import { defaultK6Bench, K6_SCENARIOS, runK6Bench, type K6Scenario } from "./k6-bench.js";
@@ -235,8 +235,9 @@ program
   )
   .option("--size-mb <n>", "size of the generated source database", String(defaultBranchingBench.sizeMb))
   .option("--runs <n>", "runs per measured copy", String(defaultBranchingBench.runs))
-  .action(async (o: { sizeMb: string; runs: string }) => {
-    await runBranchingBench({ sizeMb: Number(o.sizeMb), runs: Number(o.runs) });
+  .option("--no-pods", "leave out the pod provisioner (it needs root and a real node)")
+  .action(async (o: { sizeMb: string; runs: string; pods: boolean }) => {
+    await runBranchingBench({ sizeMb: Number(o.sizeMb), runs: Number(o.runs), pods: o.pods });
     process.exit(0);
   });
 await program.parseAsync();

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { planCopy } from "./copy-plan.js";
-import { pgCopyCommand, pgQualifiedTable, pgQuoteIdentifier } from "./pg-copy-commands.js";
+import { pgCopyCommand, pgQualifiedTable, pgQuoteIdentifier, pgStreamSteps } from "./pg-copy-commands.js";
 
 const COMMON = ["--no-owner", "--no-privileges", "--no-publications", "--no-subscriptions"];
 
@@ -42,6 +42,22 @@ describe("pgCopyCommand", () => {
       tool: "pg_dump",
       args: ["--section=data", ...COMMON],
     });
+  });
+});
+
+describe("pgStreamSteps", () => {
+  it("runs mode all as one dump of the whole database, as pg_dump | psql does", () => {
+    expect(pgStreamSteps(planCopy({ mode: "all" }))).toEqual([
+      { step: { kind: "copyAllRows" }, command: { tool: "pg_dump", args: COMMON } },
+    ]);
+  });
+
+  it("keeps the sections of schema mode and the filtered rows, in the plan's order, without createDatabase", () => {
+    const steps = pgStreamSteps(
+      planCopy({ mode: "schema", filters: [{ table: "orders", where: "id < 3" }] }),
+    );
+    expect(steps.map((s) => s.step.kind)).toEqual(["copySchema", "copyRows", "copySchema"]);
+    expect(steps.map((s) => s.command.tool)).toEqual(["pg_dump", "copy", "pg_dump"]);
   });
 });
 

@@ -50,3 +50,17 @@ export function pgCopyCommand(step: CopyStep): PgCopyCommand {
     }
   }
 }
+
+/**
+ * The plan as the commands to run, in order, each with the step it stands for. Mode `all`
+ * (pre-data, every row, post-data of every table) is one pg_dump of the whole database, as
+ * `pg_dump | psql` does: one catalog read and one restore instead of three.
+ */
+export function pgStreamSteps(plan: readonly CopyStep[]): Array<{ step: CopyStep; command: PgCopyCommand }> {
+  const everything = plan.find((s) => s.kind === "copyAllRows");
+  if (everything !== undefined)
+    return [{ step: everything, command: { tool: "pg_dump", args: [...DUMP_COMMON] } }];
+  return plan
+    .map((step) => ({ step, command: pgCopyCommand(step) }))
+    .filter((c) => c.command.tool !== "none");
+}

@@ -57,10 +57,13 @@ describe("pgSeedScript", () => {
     expect(script).toContain("postgres://app:***@db.shop.svc:5432/shop");
   });
 
-  it("all: schema, every row and post-data; no sequence step (positions are dumped)", () => {
+  it("all: one dump of schema, every row and post-data; no sequence step (positions are dumped)", () => {
     const script = pgSeedScript(request({ mode: "all", filters: [] }));
     bashParses(script);
-    expect(script).toContain("source_dump '--section=data'");
+    expect(script.match(/^source_dump .*\| branch_psql$/gm)).toEqual([
+      "source_dump '--no-owner' '--no-privileges' '--no-publications' '--no-subscriptions' | branch_psql",
+    ]);
+    expect(script).not.toContain("--section");
     expect(script).not.toContain("owned_sequences");
   });
 

@@ -16,7 +16,7 @@ import type { BranchCreateRequest } from "./branch-provisioner.js";
 import { redactedUrl } from "./connection-url.js";
 import type { CopyStep } from "./copy-plan.js";
 import { conninfo } from "./pg-client-tools.js";
-import { pgCopyCommand, pgQualifiedTable } from "./pg-copy-commands.js";
+import { pgQualifiedTable, pgStreamSteps, type PgCopyCommand } from "./pg-copy-commands.js";
 import { OWNED_SEQUENCES_SQL } from "./pg-stream-copy.js";
 
 /** Environment variable holding the source password inside the branch pod. */
@@ -38,7 +38,7 @@ function describe(step: CopyStep): string {
         : `copying the indexes, constraints and triggers of ${which}`;
     }
     case "copyAllRows":
-      return "copying every row";
+      return "copying every table and row";
     case "copyRows":
       return `copying the rows of ${step.field} (${pgQualifiedTable(step.table)} where ${step.where})`;
     case "createDatabase":
@@ -97,8 +97,7 @@ else
 fi
 `;
 
-function stepLines(step: CopyStep): string[] {
-  const command = pgCopyCommand(step);
+function stepLines({ step, command }: { step: CopyStep; command: PgCopyCommand }): string[] {
   if (command.tool === "none") return [];
   const run =
     command.tool === "pg_dump"
@@ -132,7 +131,8 @@ export function pgSeedScript(request: BranchCreateRequest): string {
   const { source, plan, copy } = request;
   const from = redactedUrl(request.kind, source);
   const filtered = plan.filter((s): s is Extract<CopyStep, { kind: "copyRows" }> => s.kind === "copyRows");
-  const copies = plan.some((s) => pgCopyCommand(s).tool !== "none");
+  const steps = pgStreamSteps(plan);
+  const copies = steps.length > 0;
   return [
     "#!/bin/bash",
     `# Seeds the branch ${request.identifiers.database} of ${request.cr.namespace}/${request.cr.name}`,
@@ -141,7 +141,7 @@ export function pgSeedScript(request: BranchCreateRequest): string {
     `source_db=${shellQuote(conninfo(source))}`,
     `echo "switchyard: seeding $POSTGRES_DB from "${shellQuote(from)}" (copy mode ${copy.mode})"`,
     ...(copies ? [SNAPSHOT] : []),
-    ...plan.flatMap(stepLines),
+    ...steps.flatMap(stepLines),
     ...sequenceLines(filtered),
     `step="finishing"`,
     ...(copies ? ["exec {snap_in}>&-", 'wait "$snap_pid" 2>/dev/null || true', 'snap_pid=""'] : []),

@@ -17,7 +17,7 @@ import {
   type PgClientTools,
   type ToolRun,
 } from "./pg-client-tools.js";
-import { pgCopyCommand, pgQualifiedTable, pgQuoteIdentifier } from "./pg-copy-commands.js";
+import { pgQualifiedTable, pgQuoteIdentifier, pgStreamSteps } from "./pg-copy-commands.js";
 import type { FilterStep, SourceFacts } from "./pg-source-check.js";
 import { PgBranchError, type PgSession, type PgTarget } from "./pg-session.js";
 
@@ -111,8 +111,7 @@ export async function streamPlan(input: StreamCopyInput): Promise<void> {
     ],
     password: target.password,
   });
-  for (const step of input.plan) {
-    const command = pgCopyCommand(step);
+  for (const { step, command } of pgStreamSteps(input.plan)) {
     if (command.tool === "none") continue;
     const [producer, consumer] =
       command.tool === "pg_dump"
@@ -163,7 +162,7 @@ function describeStep(step: CopyStep): string {
         : `the indexes, constraints and triggers of ${which}`;
     }
     case "copyAllRows":
-      return "every row";
+      return "every table and row";
     case "copyRows":
       return `the rows of ${step.field} (${pgQualifiedTable(step.table)})`;
     case "createDatabase":
