@@ -12,7 +12,7 @@ import { join } from "node:path";
 import mysql from "mysql2/promise";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { pgBranchDatabaseClient } from "../../proto/api/v1alpha1/index.js";
+import { mysqlBranchDatabaseClient, pgBranchDatabaseClient } from "../../proto/api/v1alpha1/index.js";
 import { startMariadb, type MariadbServer } from "../env/databases/mariadb-server.js";
 import { startPostgres, type PostgresServer } from "../env/databases/postgres-server.js";
 import { startEmbeddedStack, type EmbeddedStack } from "../env/embedded-stack.js";
@@ -200,18 +200,22 @@ await m.end();
     expect(Number(/pg-next-id (\d+)/.exec(output)?.[1])).toBeGreaterThan(5);
     expect(output).toMatch(/mysql-url 127\.0\.0\.1:\d+ rows 4/);
     expect(output).not.toContain(PASSWORD);
-    // The sources are untouched.
-    // The session's own branches (no id) go with it: CRs on both clusters, and the databases.
+    // The session's own branches (no id) go with it: the databases, then the CRs on the
+    // Primary (whose finalizer waits for the copies on east to be gone).
+    const onPrimary = () =>
+      Promise.all([
+        pgBranchDatabaseClient(stack.primary.kubeConfig()).list({ namespace: "default" }),
+        mysqlBranchDatabaseClient(stack.primary.kubeConfig()).list({ namespace: "default" }),
+      ]);
     await eventually(
-      "the session's branch databases dropped",
+      "the session's branches gone: databases and CRs",
       async () =>
         (await query(pg18.adminUrl, "SELECT 1 FROM pg_database WHERE datname LIKE 'sy\\_%'")).length === 0 &&
-        (await mysqlQuery(maria.adminUrl, "SHOW DATABASES LIKE 'sy\\_%'")).length === 0,
+        (await mysqlQuery(maria.adminUrl, "SHOW DATABASES LIKE 'sy\\_%'")).length === 0 &&
+        (await onPrimary()).every((l) => l.items.length === 0),
       { timeoutMs: 30_000, intervalMs: 200 },
     );
-    expect(
-      (await pgBranchDatabaseClient(stack.primary.kubeConfig()).list({ namespace: "default" })).items,
-    ).toEqual([]);
+    // The sources are untouched.
     expect((await query<{ n: number }>(sourceUrl(), "SELECT count(*)::int AS n FROM items"))[0]!.n).toBe(50);
     expect(
       (await mysqlQuery<{ n: number }>(mysqlSourceUrl(), "SELECT count(*) AS n FROM order_lines"))[0]!.n,

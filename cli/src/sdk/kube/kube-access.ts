@@ -2,6 +2,9 @@
 // default location) with an optional context, and turns API failures into CLI errors that
 // name the verb, resource and namespace — so an RBAC denial says exactly which permission
 // to ask for instead of printing a raw 403 body.
+import { existsSync } from "node:fs";
+import { homedir } from "node:os";
+import { join } from "node:path";
 import { ApiException, KubeConfig } from "@kubernetes/client-node";
 import { apiStatusMessage } from "../../../../lib/api-error.js";
 import { CliError, CliErrorCode } from "../cli-errors.js";
@@ -13,7 +16,29 @@ export interface KubeAccessOptions {
   context?: string;
 }
 
+/**
+ * Where a kubeconfig would come from without --kubeconfig; undefined when there is none (no
+ * $KUBECONFIG, no ~/.kube/config, not in a pod). The client would then fall back to
+ * http://localhost:8080, and its error about that would hide the real problem.
+ */
+export function defaultKubeconfigSource(
+  env: NodeJS.ProcessEnv = process.env,
+  home: string = homedir(),
+): string | undefined {
+  if (env.KUBECONFIG) return `$KUBECONFIG (${env.KUBECONFIG})`;
+  const file = join(home, ".kube", "config");
+  if (existsSync(file)) return file;
+  if (env.KUBERNETES_SERVICE_HOST) return "the pod's service account";
+  return undefined;
+}
+
 export function loadKubeConfig(options: KubeAccessOptions = {}): KubeConfig {
+  if (!options.kubeconfig && defaultKubeconfigSource() === undefined)
+    throw new CliError(
+      CliErrorCode.KUBECONFIG,
+      "no kubeconfig: KUBECONFIG is not set and ~/.kube/config does not exist; pass --kubeconfig <file> " +
+        "or set KUBECONFIG to the Primary cluster's kubeconfig",
+    );
   const kc = new KubeConfig();
   try {
     if (options.kubeconfig) kc.loadFromFile(options.kubeconfig);
