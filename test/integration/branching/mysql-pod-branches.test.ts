@@ -22,6 +22,7 @@ import { startClusterSet, type ClusterSet } from "../../env/cluster-set.js";
 import { MARIADB_IMAGE, MARIADB_IMAGE_UID, mariadbImage } from "../../env/databases/mariadb-image.js";
 import { startNodes, type NodeSet } from "../../env/node/node-set.js";
 import { eventually } from "../../support/poll.js";
+import { runOnceInCluster, secretEnv } from "./pod-once.js";
 
 const NS = "mysql-branches";
 const SOURCE_PASSWORD = "Src-Pa55word-in-a-Secret";
@@ -144,63 +145,27 @@ afterAll(async () => {
   await set?.stop();
 });
 
-function secretEnv(secret: string, keys: Record<string, string>): V1EnvVar[] {
-  return Object.entries(keys).map(([name, key]) => ({
-    name,
-    valueFrom: { secretKeyRef: { name: secret, key } },
-  }));
-}
-
 /** Runs `sql` with `mariadb` in a short-lived pod, connected as `env` says (DB_* and MYSQL_PWD); answers its rows. */
-async function mariadbInCluster(env: V1EnvVar[], sql: string): Promise<string> {
-  const name = `mariadb-${Math.random().toString(36).slice(2, 8)}`;
-  await core.createNamespacedPod({
+const mariadbInCluster = (env: V1EnvVar[], sql: string) =>
+  runOnceInCluster(core, {
     namespace: NS,
-    body: {
-      metadata: { name },
-      spec: {
-        restartPolicy: "Never",
-        terminationGracePeriodSeconds: 0,
-        securityContext: { runAsNonRoot: true, runAsUser: MARIADB_IMAGE_UID },
-        containers: [
-          {
-            name: "mariadb",
-            image: MARIADB_IMAGE,
-            imagePullPolicy: "Never",
-            // The kubelet expands $(VAR) from the container's env.
-            command: [
-              "mariadb",
-              "--no-defaults",
-              "--host=$(DB_HOST)",
-              "--port=$(DB_PORT)",
-              "--user=$(DB_USER)",
-              "--database=$(DB_NAME)",
-              "--batch",
-              "--skip-column-names",
-              `--execute=${sql}`,
-            ],
-            env,
-          },
-        ],
-      },
-    },
+    tool: "mariadb",
+    image: MARIADB_IMAGE,
+    uid: MARIADB_IMAGE_UID,
+    // The kubelet expands $(VAR) from the container's env.
+    command: [
+      "mariadb",
+      "--no-defaults",
+      "--host=$(DB_HOST)",
+      "--port=$(DB_PORT)",
+      "--user=$(DB_USER)",
+      "--database=$(DB_NAME)",
+      "--batch",
+      "--skip-column-names",
+      `--execute=${sql}`,
+    ],
+    env,
   });
-  try {
-    const phase = await eventually(
-      `mariadb pod ${name} finished`,
-      async () => {
-        const p = await core.readNamespacedPod({ namespace: NS, name });
-        return p.status?.phase === "Succeeded" || p.status?.phase === "Failed" ? p.status.phase : undefined;
-      },
-      { timeoutMs: 60_000, intervalMs: 200 },
-    );
-    const log = String(await core.readNamespacedPodLog({ namespace: NS, name }));
-    if (phase !== "Succeeded") throw new Error(`mariadb failed: ${log}`);
-    return log.trim();
-  } finally {
-    await core.deleteNamespacedPod({ namespace: NS, name, gracePeriodSeconds: 0 }).catch(() => {});
-  }
-}
 
 const onBranch = (cr: string, sql: string) =>
   mariadbInCluster(

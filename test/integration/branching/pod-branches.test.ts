@@ -19,9 +19,10 @@ import { BranchController } from "../../../control-plane/src/branching/branch-co
 import { PgPodBranches } from "../../../control-plane/src/branching/pod-branches.js";
 import { installCrds } from "../../../control-plane/src/runtime/index.js";
 import { startClusterSet, type ClusterSet } from "../../env/cluster-set.js";
-import { POSTGRES_IMAGE, postgresImage } from "../../env/databases/postgres-image.js";
+import { POSTGRES_IMAGE, POSTGRES_IMAGE_UID, postgresImage } from "../../env/databases/postgres-image.js";
 import { startNodes, type NodeSet } from "../../env/node/node-set.js";
 import { eventually } from "../../support/poll.js";
+import { runOnceInCluster, secretEnv } from "./pod-once.js";
 
 const NS = "branches";
 const SOURCE_PASSWORD = "Src-Pa55word-in-a-Secret";
@@ -132,48 +133,16 @@ afterAll(async () => {
   await set?.stop();
 });
 
-const secretEnv = (secret: string, keys: Record<string, string>): V1EnvVar[] =>
-  Object.entries(keys).map(([name, key]) => ({ name, valueFrom: { secretKeyRef: { name: secret, key } } }));
-
 /** Runs `sql` with psql in a short-lived pod (the image's psql) as `env` says; answers its output. */
-async function psqlInCluster(env: V1EnvVar[], sql: string): Promise<string> {
-  const name = `psql-${Math.random().toString(36).slice(2, 8)}`;
-  await core.createNamespacedPod({
+const psqlInCluster = (env: V1EnvVar[], sql: string) =>
+  runOnceInCluster(core, {
     namespace: NS,
-    body: {
-      metadata: { name },
-      spec: {
-        restartPolicy: "Never",
-        terminationGracePeriodSeconds: 0,
-        securityContext: { runAsNonRoot: true, runAsUser: 999 },
-        containers: [
-          {
-            name: "psql",
-            image: POSTGRES_IMAGE,
-            imagePullPolicy: "Never",
-            command: ["psql", "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-c", sql],
-            env,
-          },
-        ],
-      },
-    },
+    tool: "psql",
+    image: POSTGRES_IMAGE,
+    uid: POSTGRES_IMAGE_UID,
+    command: ["psql", "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-c", sql],
+    env,
   });
-  try {
-    const phase = await eventually(
-      `psql pod ${name} finished`,
-      async () => {
-        const p = await core.readNamespacedPod({ namespace: NS, name });
-        return p.status?.phase === "Succeeded" || p.status?.phase === "Failed" ? p.status.phase : undefined;
-      },
-      { timeoutMs: 60_000, intervalMs: 200 },
-    );
-    const log = String(await core.readNamespacedPodLog({ namespace: NS, name }));
-    if (phase !== "Succeeded") throw new Error(`psql failed: ${log}`);
-    return log.trim();
-  } finally {
-    await core.deleteNamespacedPod({ namespace: NS, name, gracePeriodSeconds: 0 }).catch(() => {});
-  }
-}
 
 const onBranch = (cr: string, sql: string) =>
   psqlInCluster(
