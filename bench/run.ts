@@ -12,6 +12,8 @@
 //   chaos [--only list] [--sessions n] [--rate n] [--duration s] [--kill-every s] [--outage s]
 //                                                                   real pods: leader, router, API server, client kills
 //   branching [--size-mb n] [--runs n] [--no-pods]                  database branches: time to Ready vs the plain tools
+//   queues [--messages n] [--runs n] [--rate n] [--seconds n] [--consumers n] [--splitter-loops n] [--quick]
+//                                                                   SQS splitting: consumer throughput and latency, direct vs split
 import { Command } from "commander";
 import { defaultRouterBench, runRouterBench } from "./router-bench.js";
 import { defaultK6Bench, K6_SCENARIOS, runK6Bench, type K6Scenario } from "./k6-bench.js";
@@ -24,6 +26,7 @@ import { defaultPrimaryLatencyBench, runPrimaryLatencyBench } from "./primary-la
 import { defaultMemberLatencyBench, runMemberLatencyBench } from "./member-latency.js";
 import { defaultPodsBench, runPodsBench } from "./pods.js";
 import { defaultBranchingBench, runBranchingBench } from "./branching.js";
+import { defaultQueuesBench, quickQueuesBench, runQueuesBench } from "./queues.js";
 import { CHAOS_SCENARIOS, defaultChaosBench, runChaosBench, type ChaosScenario } from "./chaos.js";
 
 const program = new Command("bench");
@@ -240,4 +243,49 @@ program
     await runBranchingBench({ sizeMb: Number(o.sizeMb), runs: Number(o.runs), pods: o.pods });
     process.exit(0);
   });
+program
+  .command("queues")
+  .description(
+    "SQS queue splitting on a real ElasticMQ: consumer throughput and added latency, direct vs through the splitter",
+  )
+  .option("--messages <n>", "messages preloaded per throughput run", String(defaultQueuesBench.messages))
+  .option("--runs <n>", "throughput runs per arm (alternating)", String(defaultQueuesBench.runs))
+  .option("--rate <n>", "latency part: messages sent per second", String(defaultQueuesBench.rate))
+  .option(
+    "--seconds <n>",
+    "latency part: how long each arm is sent to, s",
+    String(defaultQueuesBench.seconds),
+  )
+  .option("--consumers <n>", "the consumer's receive loops, both arms", String(defaultQueuesBench.consumers))
+  .option("--splitter-loops <n>", "the splitter's receive loops (default: the product's)")
+  .option("--quick", "fewer messages, one run, 5 s of latency (smoke run); other options override it", false)
+  .action(
+    async (
+      o: {
+        messages: string;
+        runs: string;
+        rate: string;
+        seconds: string;
+        consumers: string;
+        splitterLoops?: string;
+        quick: boolean;
+      },
+      cmd: Command,
+    ) => {
+      const base = o.quick ? quickQueuesBench : defaultQueuesBench;
+      const given = (name: string) => cmd.getOptionValueSource(name) === "cli";
+      const pick = (name: "messages" | "runs" | "rate" | "seconds" | "consumers") =>
+        given(name) ? Number(o[name]) : base[name];
+      await runQueuesBench({
+        ...base,
+        messages: pick("messages"),
+        runs: pick("runs"),
+        rate: pick("rate"),
+        seconds: pick("seconds"),
+        consumers: pick("consumers"),
+        ...(o.splitterLoops !== undefined ? { splitterLoops: Number(o.splitterLoops) } : {}),
+      });
+      process.exit(0);
+    },
+  );
 await program.parseAsync();

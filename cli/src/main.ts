@@ -21,6 +21,7 @@ import {
 } from "./commands/branches-command.js";
 import { execCommand } from "./commands/exec-command.js";
 import { parseOutputFormat, processOut, reportError, type Out } from "./commands/output.js";
+import { queuesConsumersCommand, queuesStatusCommand } from "./commands/queues-command.js";
 import { envCommand, filesCatCommand, filesLsCommand } from "./commands/remote-commands.js";
 import { sessionsKillCommand, sessionsListCommand } from "./commands/sessions-command.js";
 import { statusCommand } from "./commands/status-command.js";
@@ -278,6 +279,35 @@ export function buildProgram(out: Out, setExit: (code: number) => void): Command
         );
       }),
     );
+
+  const queues = program.command("queues").description("SQS queue splits and the queues workloads consume");
+  for (const [name, what, run] of [
+    [
+      "status",
+      "each session's queue splits: session, cluster, queue, phase, mode, output queue",
+      queuesStatusCommand,
+    ],
+    [
+      "consumers",
+      "QueueConsumers: which queues each workload consumes, through which variable",
+      queuesConsumersCommand,
+    ],
+  ] as const)
+    queues
+      .command(name)
+      .description(what)
+      .action(
+        guarded(async (_o: unknown, cmd: Command) => {
+          const o = globals(cmd);
+          const kc = kube(o);
+          return run(
+            kc,
+            { namespace: resolveNamespace(kc, undefined, o.namespace) },
+            parseOutputFormat(o.output),
+            out,
+          );
+        }),
+      );
 
   const files = program.command("files").description("read the target's files (Default cluster)");
   for (const [name, what] of [

@@ -13,6 +13,7 @@ import {
   parseBranchingOptions,
   type BranchingOptions,
 } from "./branching/branching-options.js";
+import { addQueueOptions, parseQueueOptions, type QueueOptions } from "./queues/queue-options.js";
 import { MAX_CONNECTION_AGE_LIMIT_MS } from "./route-discovery/index.js";
 
 export type ControlPlaneMode = "primary" | "member" | "both";
@@ -90,6 +91,8 @@ export interface ControlPlaneOptions {
   installCrds: boolean;
   /** Database branching: whether this member is the Default, and the branch servers. */
   branching: BranchingOptions;
+  /** SQS queue splitting (member mode). */
+  queues: QueueOptions;
 }
 
 export function parseListen(flag: string, value: string): ListenAddress {
@@ -222,6 +225,7 @@ export function parseControlPlaneArgs(
     .option("--gateway-ca <file>", "Primary: PEM CA bundle routers verify member gateways (wss://) with")
     .option("--install-crds", "install the CRDs at start (embedded environment)", false);
   addBranchingOptions(cmd);
+  addQueueOptions(cmd);
   try {
     cmd.parse(argv, { from: "user" });
   } catch (err) {
@@ -401,5 +405,6 @@ export function parseControlPlaneArgs(
     gatewayCaPem: gatewayCa !== undefined ? readPem("--gateway-ca", gatewayCa) : undefined,
     installCrds: o.installCrds === true,
     branching: parseBranchingOptions(o, mode),
+    queues: parseQueueOptions(o, mode),
   };
 }

@@ -37,6 +37,7 @@ import {
 } from "./route-discovery/index.js";
 import { ControllerMetrics, installCrds } from "./runtime/index.js";
 import { branchingParts } from "./branching/branching-parts.js";
+import { queueSplitParts } from "./queues/queue-split-parts.js";
 import {
   HeartbeatTracker,
   SessionController,
@@ -139,6 +140,7 @@ export async function startControlPlane(
         ...(o.agentTlsServerName ? { agentServerName: o.agentTlsServerName } : {}),
         // With a Primary in the same process, the session controller publishes the table.
         markRoutesReady: !isPrimary,
+        queueSplitting: o.queues.splitting,
         logger,
         metrics: controllerMetrics,
       })
@@ -164,6 +166,7 @@ export async function startControlPlane(
         clusterName: o.clusterName,
         routerEndpoint: o.routerEndpoint,
         defaultNamespace: o.allowedNamespaces[0] ?? "default",
+        sqsSplitting: isMember && o.queues.splitting,
         // Advertise MultiClusterPrimary only while the configuration in force enables it.
         ...(isPrimary ? { multiClusterEnabled: () => clusterRegistry?.config()?.enabled } : {}),
         sessions: new LiveSessionCounts({
@@ -232,6 +235,11 @@ export async function startControlPlane(
     parts.push(stopping.track("member Lease", elector.start(signal)));
   }
 
+  // SQS queue splitting: this member's splitters, per leadership term.
+  const queueSplits =
+    isMember && o.queues.splitting ? queueSplitParts(o, kc, registry, controllerMetrics, logger) : undefined;
+  if (queueSplits) leaderWork.push((leading) => queueSplits.start(leading));
+
   // Database branching: the controllers this cluster runs, decided once the configuration is known.
   const branching = branchingParts({
     options: o,
@@ -261,6 +269,14 @@ export async function startControlPlane(
   const stopped = new Promise<void>((resolve) =>
     signal.aborted ? resolve() : signal.addEventListener("abort", () => resolve(), { once: true }),
   );
+  // The process exits once its parts are done: splitters first forward what they received.
+  if (queueSplits)
+    parts.push(
+      stopping.track(
+        "queue splitters",
+        stopped.then(() => queueSplits.idle()),
+      ),
+    );
   parts.push(
     stopping.track(
       "RouteDiscovery and health servers",

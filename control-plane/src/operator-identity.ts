@@ -33,6 +33,8 @@ export interface OperatorIdentity {
    * undefined while it is not loaded (nothing is published until it is). Default: enabled.
    */
   multiClusterEnabled?: () => boolean | undefined;
+  /** Member and both: this control plane splits SQS queues (`--sqs-splitting`). */
+  sqsSplitting?: boolean;
   /** Live sessions served here; runs per leadership term. Default: `status.sessions` not written. */
   sessions?: {
     start(signal: AbortSignal): Promise<void>;
@@ -42,10 +44,15 @@ export interface OperatorIdentity {
 }
 
 /** Features of `mode` as configured: `MultiClusterPrimary` only with multi-cluster enabled. */
-export function featuresFor(mode: ControlPlaneMode, multiClusterEnabled = true): KnownFeature[] {
+export function featuresFor(
+  mode: ControlPlaneMode,
+  multiClusterEnabled = true,
+  sqsSplitting = false,
+): KnownFeature[] {
   const f: KnownFeature[] = [];
   if ((mode === "primary" || mode === "both") && multiClusterEnabled) f.push("MultiClusterPrimary");
   if (mode === "member" || mode === "both") f.push("MultiClusterMember");
+  if (sqsSplitting && mode !== "primary") f.push("SqsQueueSplitting");
   // Clients may lose a router and resume the same session through another one.
   f.push("LayerReconnect");
   return f;
@@ -59,7 +66,7 @@ export function identityStatus(id: OperatorIdentity): Partial<SwitchyardOperator
   return {
     operatorVersion: OPERATOR_VERSION,
     protocolVersion: `${PROTOCOL_VERSION_MAX}.0.0`,
-    supportedFeatures: featuresFor(id.mode, enabled),
+    supportedFeatures: featuresFor(id.mode, enabled, id.sqsSplitting === true),
     defaultNamespace: id.defaultNamespace,
     ...(id.routerEndpoint ? { routerEndpoint: id.routerEndpoint } : {}),
     ...(sessions ? { sessions } : {}),

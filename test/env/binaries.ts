@@ -290,13 +290,23 @@ export async function ensureBinaries(
   return Object.fromEntries(names.map((n) => [n, binaryPath(n)])) as Record<BinaryName, string>;
 }
 
-async function lock(path: string): Promise<() => void> {
+/**
+ * Serializes builders of the cache across processes: the lock file holds its holder's pid, and
+ * a dead holder's lock is taken over. Resolves with the release.
+ */
+export async function lock(path: string): Promise<() => void> {
   for (;;) {
     try {
       writeFileSync(path, String(process.pid), { flag: "wx" });
       return () => rmSync(path, { force: true });
-    } catch {
-      const holder = parseInt(readFileSync(path, "utf8"), 10);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
+      let holder: number;
+      try {
+        holder = parseInt(readFileSync(path, "utf8"), 10);
+      } catch {
+        continue; // released between the two calls
+      }
       if (!holder || !isAlive(holder)) {
         rmSync(path, { force: true });
         continue;

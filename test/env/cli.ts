@@ -5,7 +5,7 @@
 //   env   prints shell exports (KUBECONFIG_<NAME>=…) for the running set
 //   stack the embedded environment (Switchyard on local clusters), for `switchyard exec`
 //   build builds every test binary (kube-apiserver, kube-controller-manager, kubectl, etcd, k6, helm,
-//         and the checkers kube-score, polaris, dashboard-linter)
+//         and the checkers kube-score, polaris, dashboard-linter) and resolves ElasticMQ's jars
 // `up` and `stack` run until SIGINT/SIGTERM/SIGHUP (signal-shutdown.ts): at any moment, also
 // in the middle of a start, everything they started is stopped and their directories removed.
 // Run this file with `node --import tsx` (package.json does), not the `tsx` command: that
@@ -15,6 +15,7 @@ import { existsSync, readFileSync, rmSync, writeFileSync, mkdirSync } from "node
 import { join } from "node:path";
 import { Command } from "commander";
 import { ensureBinaries, binaryPath, type BinaryName } from "./binaries.js";
+import { ensureElasticmq } from "./sqs/elasticmq-install.js";
 import { startClusterSet, type ClusterSet } from "./cluster-set.js";
 import { startPodStack, type PodStack } from "./pod-stack.js";
 import { startEmbeddedStack, type EmbeddedStack } from "./embedded-stack.js";
@@ -211,7 +212,7 @@ program
 program
   .command("build")
   .description(
-    "build (or find cached) kube-apiserver, kube-controller-manager, kubectl, etcd, k6, helm, the node binaries (kubelet, kube-proxy, kube-scheduler, coredns) and the checkers",
+    "build (or find cached) kube-apiserver, kube-controller-manager, kubectl, etcd, k6, helm, the node binaries (kubelet, kube-proxy, kube-scheduler, coredns), the checkers and ElasticMQ's jars",
   )
   .action(async () => {
     const names: BinaryName[] = [
@@ -230,7 +231,9 @@ program
       "dashboard-linter",
     ];
     await ensureBinaries(names, (l) => console.log(l));
+    const elasticmq = await ensureElasticmq((l) => console.log(l));
     for (const n of names) console.log(`${n.padEnd(24)} ${binaryPath(n)}`);
+    console.log(`${"elasticmq".padEnd(24)} ${elasticmq}`);
   });
 
 /**

@@ -59,6 +59,14 @@ export interface EmbeddedStackOptions {
    */
   branchServers?: { postgres?: string; mysql?: string };
   /**
+   * SQS-compatible endpoints per workload cluster (e.g. ElasticMQ's): each listed cluster's
+   * control plane splits queues (`--sqs-splitting`) against its own endpoint, with the chart's
+   * queue RBAC, and the static test credentials of `SQS_TEST_CREDENTIALS` in its environment.
+   */
+  sqsEndpoints?: Record<string, { endpoint: string; region: string }>;
+  /** Per-cluster variables of the demo Deployment, over `demoEnv` (e.g. each cluster's own queue). */
+  demoEnvByCluster?: Record<string, Record<string, string>>;
+  /**
    * Told when a component (control plane, router) exits on its own once started — not when
    * stop() or killPrimaryRouter() ends it: a person running the stack must hear of it.
    */
@@ -97,6 +105,8 @@ export interface EmbeddedStack {
   agentsDir: string;
   /** `switchyard` flags that aim a command at the demo target as the developer, through the Primary routers. */
   developerCliArgs: string[];
+  /** Stops a workload cluster's control plane (SIGTERM, as a pod deletion does) and starts it again, same flags. */
+  restartMemberControlPlane(cluster: string): Promise<void>;
   /** Kills one Primary router (by index) — to exercise client reconnects. */
   killPrimaryRouter(index: number): Promise<void>;
   /** Stops every process and removes every file of the stack. Safe to call twice (same promise). */
@@ -122,12 +132,14 @@ function startProcess<R = true>(
   script: string,
   args: string[],
   ready?: (p: LaunchedProcess<unknown>) => R | undefined,
+  env?: Record<string, string>,
 ): Promise<LaunchedProcess<R>> {
   const logFile = join(c.logDir, `${name}.log`);
   writeFileSync(logFile, ""); // a fresh log per run, also in a caller's logDir
   return launch<R>({
     name,
     ...tsx(script, args),
+    ...(env ? { env } : {}),
     group: c.group,
     logFile,
     // Long-lived: keep the newest log lines only.
@@ -145,11 +157,24 @@ function startProcess<R = true>(
 }
 
 /** A control plane, ready once it logs "control plane started" (that line carries its gRPC URL). */
-function startControlPlane(c: Components, name: string, args: string[]): Promise<LaunchedProcess<LogLine>> {
-  return startProcess(c, name, "control-plane/src/main.ts", args, (p) =>
-    p.logs.find((l) => l.msg === "control plane started"),
+function startControlPlane(
+  c: Components,
+  name: string,
+  args: string[],
+  env?: Record<string, string>,
+): Promise<LaunchedProcess<LogLine>> {
+  return startProcess(
+    c,
+    name,
+    "control-plane/src/main.ts",
+    args,
+    (p) => p.logs.find((l) => l.msg === "control plane started"),
+    env,
   );
 }
+
+/** What an SQS-compatible test server accepts (ElasticMQ checks no signature). */
+export const SQS_TEST_CREDENTIALS = { AWS_ACCESS_KEY_ID: "test", AWS_SECRET_ACCESS_KEY: "test" } as const;
 
 /** A kubeconfig that authenticates with a ServiceAccount token of the chart. */
 function tokenKubeconfig(dir: string, c: TestCluster, user: string, tok: string): string {
@@ -274,6 +299,17 @@ async function install(
         multiCluster: { clusterName: w.name },
         // The Default cluster's control plane makes branches: the chart grants what that needs.
         ...(w.name === workloadNames[0] ? { branching: { defaultCluster: true } } : {}),
+        ...(options.sqsEndpoints?.[w.name]
+          ? {
+              queues: {
+                sqs: {
+                  enabled: true,
+                  region: options.sqsEndpoints[w.name]!.region,
+                  endpoint: options.sqsEndpoints[w.name]!.endpoint,
+                },
+              },
+            }
+          : {}),
       });
       remoteTokens[w.name] = await token(w.cluster.kubeConfig(), "switchyard-primary");
     }),
@@ -298,7 +334,10 @@ async function install(
   await Promise.all(
     Object.values(workloads).map(async (w) => {
       apps.push(await demoApp(w.name, w.ip, w.appRequests));
-      await createDemo(w.cluster.kubeConfig(), w.name, options.demoEnv ?? {});
+      await createDemo(w.cluster.kubeConfig(), w.name, {
+        ...options.demoEnv,
+        ...options.demoEnvByCluster?.[w.name],
+      });
     }),
   );
 
@@ -352,6 +391,13 @@ async function install(
     branchingArgs.push(`--branch-${engine}-url-file=${file}`);
   }
 
+  const sqsArgs = (cluster: string) => {
+    const sqs = options.sqsEndpoints?.[cluster];
+    return sqs ? ["--sqs-splitting", `--sqs-region=${sqs.region}`, `--sqs-endpoint=${sqs.endpoint}`] : [];
+  };
+
+  const memberControlPlanes: Record<string, { proc: Proc; restarts: number; restart: () => Promise<void> }> =
+    {};
   // Member control planes and gateway routers.
   await Promise.all(
     Object.values(workloads).map(async (w) => {
@@ -361,7 +407,7 @@ async function install(
         "control-plane",
         await token(w.cluster.kubeConfig(), "switchyard-control-plane"),
       );
-      const cp = await startControlPlane(c, `${w.name}-control-plane`, [
+      const memberArgs = [
         "--mode=member",
         ...common(w.cluster, kc),
         `--router-endpoint=${w.routerUrl}`,
@@ -374,7 +420,27 @@ async function install(
         `--agent-traffic-port-offset=${TRAFFIC_OFFSET}`,
         `--agent-state-dir=${join(agentDir, w.name)}`,
         ...(w.name === defaultCluster ? branchingArgs : []),
-      ]);
+        ...sqsArgs(w.name),
+      ];
+      const env = options.sqsEndpoints?.[w.name] ? { ...SQS_TEST_CREDENTIALS } : undefined;
+      const cp = await startControlPlane(c, `${w.name}-control-plane`, memberArgs, env);
+      memberControlPlanes[w.name] = {
+        proc: cp,
+        restarts: 0,
+        restart: async () => {
+          const running = memberControlPlanes[w.name]!.proc;
+          c.ended.add(running);
+          await running.stop(10_000);
+          const restarts = ++memberControlPlanes[w.name]!.restarts;
+          // A log of its own per start: the stopped one's log is what tells why it stopped.
+          memberControlPlanes[w.name]!.proc = await startControlPlane(
+            c,
+            `${w.name}-control-plane-${restarts + 1}`,
+            memberArgs,
+            env,
+          );
+        },
+      };
       await routerFor(
         w.cluster,
         `${w.name}-router`,
@@ -429,6 +495,11 @@ async function install(
       ...demoTargetArgs(developer.kubeconfigPath),
       ...primaryRouterPorts.flatMap((p) => ["--router", `ws://127.0.0.1:${p}`]),
     ],
+    restartMemberControlPlane: async (cluster) => {
+      const m = memberControlPlanes[cluster];
+      if (!m) throw new Error(`no member control plane in ${cluster}`);
+      await m.restart();
+    },
     killPrimaryRouter: async (index) => {
       const p = primaryRouters[index];
       if (!p) throw new Error(`no primary router ${index}`);

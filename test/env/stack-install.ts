@@ -61,6 +61,8 @@ export async function grantDevelopers(kc: KubeConfig): Promise<void> {
           verbs: ["get", "list", "watch", "create", "delete"],
         },
         { apiGroups: ["switchyard.dev"], resources: ["switchyardoperators"], verbs: ["get", "list"] },
+        // Which queues a workload consumes (`switchyard queues consumers`).
+        { apiGroups: ["switchyard.dev"], resources: ["queueconsumers"], verbs: ["get", "list"] },
       ],
     },
   });

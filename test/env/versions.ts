@@ -22,6 +22,11 @@ export const versions = {
    * grafana/grafana pseudo-version the module proxy does not serve.
    */
   dashboardLinter: "0.0.0-20241224134444-1765d94aec4a",
+  /**
+   * The SQS server of the queue-splitting tests: org.elasticmq:elasticmq-server_2.13 and its
+   * dependencies, resolved from Maven Central by test/env/sqs/elasticmq-install.ts.
+   */
+  elasticmq: "1.7.1",
   /** Oldest Go that builds all of the above (Kubernetes 1.36 needs Go 1.26). */
   minimumGo: "1.26.0",
 } as const;

@@ -122,7 +122,8 @@ The control-plane command line. Flags (all documented in charts/README.md):
   --leader-renew-deadline-seconds, --leader-retry-period-seconds,
   --health-check-interval-seconds, --log-level,
   --default-cluster, --branch-postgres-url-file, --branch-postgres-advertise,
-  --branch-mysql-url-file, --branch-mysql-advertise, --branch-server-aliases
+  --branch-mysql-url-file, --branch-mysql-advertise, --branch-server-aliases,
+  --sqs-splitting, --sqs-region, --sqs-endpoint
 */}}
 {{- define "switchyard.controlPlane.args" -}}
 {{- $cp := .Values.controlPlane -}}
@@ -186,6 +187,17 @@ The control-plane command line. Flags (all documented in charts/README.md):
 {{- end }}
 {{- with $br.serverAliases }}
 - --branch-server-aliases={{ join "," . }}
+{{- end }}
+{{- with .Values.queues.sqs }}
+{{- if .enabled }}
+- --sqs-splitting
+{{- with .region }}
+- --sqs-region={{ . }}
+{{- end }}
+{{- with .endpoint }}
+- --sqs-endpoint={{ . }}
+{{- end }}
+{{- end }}
 {{- end }}
 {{- end -}}
 

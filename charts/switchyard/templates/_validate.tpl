@@ -348,6 +348,21 @@ cluster keyed by its EKS name, that name lowercased, '_' as '-', cut to 63, trai
 {{- end -}}
 {{- end -}}
 
+{{- /* ---- SQS queue splitting: the rules of control-plane/src/queues/queue-options.ts (values.schema.json checks types and characters) ---- */ -}}
+{{- $sqs := .Values.queues.sqs -}}
+{{- if and $sqs.enabled (eq $mode "primary") -}}
+  {{- $errs = append $errs "queues.sqs.enabled: a primary-only control plane splits no queues: each workload cluster's control plane does, and the Primary forwards the sessions' splits to them without it. Fix: set queues.sqs.enabled: true on the workload clusters' installs, and false here" -}}
+{{- end -}}
+{{- if and $sqs.region (not (regexMatch "^[a-z]{2}(-[a-z]+)+-[0-9]+$" $sqs.region)) -}}
+  {{- $errs = append $errs (printf "queues.sqs.region: %q is not an AWS region. Fix: set it to the queues' region, like eu-north-1, or \"\" for the region of the control plane's AWS environment (AWS_REGION)" $sqs.region) -}}
+{{- end -}}
+{{- if and $sqs.endpoint (not (regexMatch "^https?://([A-Za-z0-9.-]+|\\[[0-9A-Fa-f:.]+\\])(:[0-9]{1,5})?(/[^\\s?#]*)?$" $sqs.endpoint)) -}}
+  {{- $errs = append $errs (printf "queues.sqs.endpoint: %q is not an http(s) URL without query. Fix: set the SQS-compatible server's URL, e.g. http://elasticmq.queues.svc:9324, or \"\" for AWS's regional endpoint" $sqs.endpoint) -}}
+{{- end -}}
+{{- if and (not $sqs.enabled) (or $sqs.region $sqs.endpoint) -}}
+  {{- $errs = append $errs (printf "queues.sqs.%s: has no effect while queues.sqs.enabled is false. Fix: set queues.sqs.enabled: true, or set it to \"\"" (ternary "region" "endpoint" (not (empty $sqs.region)))) -}}
+{{- end -}}
+
 {{- if $errs -}}
 {{- fail (printf "\nswitchyard values are invalid (%d problem%s):\n  - %s" (len $errs) (ternary "" "s" (eq (len $errs) 1)) (join "\n  - " $errs)) -}}
 {{- end -}}

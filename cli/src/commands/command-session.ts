@@ -1,5 +1,6 @@
 // Opening a session for a command, the same way for `exec`, `env` and `files`: progress
-// lines on stderr while it comes up (its database branches first, then the session),
+// lines on stderr while it comes up (its database branches first, then the session and its
+// queue splits; a QueueSplitOverlap condition is a warning, printed once even with -q),
 // Ctrl-C during startup deletes the half-made session and the branches made for it, and
 // the router CA file is read once.
 import { readFileSync } from "node:fs";
@@ -10,7 +11,7 @@ import { KubeSessions } from "../sdk/kube/kube-sessions.js";
 import { openSession, type Session } from "../sdk/kube/open-session.js";
 import type { SessionConfig } from "../sdk/local/session-config.js";
 import type { SessionClientOptions } from "../sdk/session/session-client.js";
-import { branchProgressLine, progressLine, type Out } from "./output.js";
+import { branchProgressLine, progressLine, queueProgressLine, type Out } from "./output.js";
 
 export interface CommandSessionOptions {
   quiet?: boolean;
@@ -48,6 +49,11 @@ export async function openCommandSession(
     if (!o.quiet) out.stderr(`switchyard: ${t}\n`);
   };
   const caPem = readCaFile(cfg.routerCa);
+  // Queue split changes update the session's progress too; its own line is printed once per change.
+  let lastLine = "";
+  const logProgress = (line: string) => {
+    if (line !== lastLine) log((lastLine = line));
+  };
   try {
     const session = await openSession({
       kubeConfig: kc,
@@ -67,12 +73,15 @@ export async function openCommandSession(
             `${b.owned ? "" : " (shared: kept after this session, until its TTL)"}`,
         ),
       onBranchProgress: (p) => log(branchProgressLine(p)),
+      queues: cfg.queues,
+      onQueueProgress: (q) => log(queueProgressLine(q)),
+      onQueueOverlap: (message) => out.stderr(`switchyard: warning: ${message}\n`),
       signal: abort.signal,
       onCreated: (h) => {
         created = h;
         log(`created ${h.mode} session ${h.id} for ${h.target} in namespace ${h.namespace}`);
       },
-      onProgress: (p) => created && log(progressLine(created.id, p)),
+      onProgress: (p) => created && logProgress(progressLine(created.id, p)),
     });
     log(`connected to router ${session.client.url}`);
     return session;

@@ -1,7 +1,8 @@
 // `switchyard exec … -- CMD`: runs CMD as if it were the target.
-// 1. opens the session (progress on stderr; its database branches first), forwards a local
-//    port to each branch through the Default cluster, and reads the Default cluster's
-//    environment with each branch variable pointed at its local port;
+// 1. opens the session (progress on stderr; its database branches first, its queue splits
+//    until each is Splitting), forwards a local port to each branch through the Default
+//    cluster, and reads the Default cluster's environment with each branch variable pointed
+//    at its local port and each split queue's variable at the session's output queue;
 // 2. subscribes the requested ports (mirror or steal, optional HTTP filter) and delivers
 //    that traffic to CMD's local ports;
 // 3. starts the local SOCKS5/HTTP proxy whose connections leave from the Default cluster;
@@ -15,6 +16,7 @@ import { constants as osConstants } from "node:os";
 import type { KubeConfig } from "@kubernetes/client-node";
 import { CliError, CliErrorCode } from "../sdk/cli-errors.js";
 import { describeFilter } from "../sdk/session/http-filter.js";
+import { describeSplitFilter } from "../sdk/kube/session-queues.js";
 import { BranchForwards } from "../sdk/local/branch-forward.js";
 import { LocalProxy } from "../sdk/local/local-proxy.js";
 import type { Session } from "../sdk/kube/open-session.js";
@@ -165,10 +167,16 @@ async function runWithSession(
         `${f.envVar} → database ${f.database} of branch ${f.name} at ${f.local} (forwarded through the default cluster to ${f.remote})`,
       );
   }
+  for (const q of session.queues) {
+    const split = cfg.queues.find((s) => s.queueId === q.queueId);
+    const filter = split ? describeSplitFilter(split) : "its filter matches";
+    log(`${q.envVar} → ${q.localValue} (queue ${q.queueId}, ${q.mode}: messages where ${filter})`);
+  }
   const remoteEnv = await client.env({
     include: cfg.envInclude,
     exclude: cfg.envExclude,
     ...(forwards ? { branches: forwards.rewrites() } : {}),
+    ...(session.queues.length ? { queues: session.queueRewrites() } : {}),
   });
   log(`read ${Object.keys(remoteEnv).length} environment variables from the default cluster`);
 

@@ -4,6 +4,7 @@
 // JSON mode — with exit code 1.
 import { CliError, CliErrorCode } from "../sdk/cli-errors.js";
 import type { BranchProgress } from "../sdk/kube/branch-wait.js";
+import type { QueueSplitProgress } from "../sdk/kube/session-queues.js";
 import { describeProblems, type SessionProgress } from "../sdk/kube/kube-sessions.js";
 
 export type OutputFormat = "table" | "json";
@@ -67,6 +68,12 @@ export function progressLine(id: string, p: SessionProgress): string {
 export function branchProgressLine(p: BranchProgress): string {
   const why = [p.reason, p.message].filter(Boolean).join(": ");
   return `branch ${p.name} (${p.kind}, ${p.envVar}) ${p.phase}${why ? ` — ${why}` : ""}`;
+}
+
+/** One queue split progress line: `queue split orders (ORDERS_QUEUE_URL) Waiting — CreatingQueues: …`. */
+export function queueProgressLine(q: QueueSplitProgress): string {
+  const why = [q.reason, q.message].filter(Boolean).join(": ");
+  return `queue split ${q.queueId}${q.envVar ? ` (${q.envVar})` : ""} ${q.phase}${why ? ` — ${why}` : ""}`;
 }
 
 export { describeProblems };

@@ -1,7 +1,7 @@
 // `switchyard env` and `switchyard files cat|ls PATH`: one-shot questions to the Default
 // cluster's agent through a short-lived session (created, asked, deleted). They create no
-// database branches (`branches` in switchyard.json is for `exec`): `env` prints the
-// target's variables as the target sees them.
+// database branches and split no queues (`branches` and `queues` in switchyard.json are for
+// `exec`): `env` prints the target's variables as the target sees them.
 import type { KubeConfig } from "@kubernetes/client-node";
 import type { Session } from "../sdk/kube/open-session.js";
 import type { SessionConfig } from "../sdk/local/session-config.js";
@@ -20,8 +20,9 @@ async function withSession<T>(
   o: RemoteCommandOptions,
   fn: (s: Session) => Promise<T>,
 ): Promise<T> {
-  // A one-shot question makes no database branch: the answer is the target's own view.
-  const s = await openCommandSession(kc, { ...cfg, branches: [] }, out, {
+  // A one-shot question makes no database branch and splits no queue (that would patch the
+  // deployed consumers): the answer is the target's own view.
+  const s = await openCommandSession(kc, { ...cfg, branches: [], queues: [] }, out, {
     ...o,
     client: { pingIntervalMs: 0 },
   });

@@ -29,6 +29,10 @@ export const CliErrorCode = {
   BRANCH_CONFLICT: "SWITCHYARD_CLI_BRANCH_CONFLICT",
   /** The named database branch does not exist (or was deleted while it was awaited). */
   BRANCH_NOT_FOUND: "SWITCHYARD_CLI_BRANCH_NOT_FOUND",
+  /** A queue split of the session reported phase Failed (the message carries its reason). */
+  QUEUE_SPLIT_FAILED: "SWITCHYARD_CLI_QUEUE_SPLIT_FAILED",
+  /** The install does not advertise a feature the configuration asks for (e.g. SqsQueueSplitting). */
+  FEATURE_UNAVAILABLE: "SWITCHYARD_CLI_FEATURE_UNAVAILABLE",
   /** Reconnecting gave up, or the session went away: whatever depends on it must stop. */
   SESSION_LOST: "SWITCHYARD_CLI_SESSION_LOST",
   DISCONNECTED: "SWITCHYARD_CLI_DISCONNECTED",

@@ -79,6 +79,8 @@ export interface ClusterSessionReconcilerOptions {
   secretNamespace?: string;
   /** Install-time allow-list this cluster enforces (default: every namespace, target kind and target). */
   allowList?: SessionAllowListOptions;
+  /** This control plane runs the queue split controller (`--sqs-splitting`); default false. */
+  queueSplitting?: boolean;
   /** Re-check a session that waits for pods or agents this often, ms (default 5 000); pod events wake it sooner. */
   waitingRecheckMs?: number;
   logger?: Logger;
@@ -196,7 +198,8 @@ export class ClusterSessionReconciler implements Reconciler {
         );
       return { ...out, secret };
     });
-    if (agents.length === 0) {
+    // Not servable yet: routers hold clients ("retry") until the table says READY.
+    const creating = () =>
       this.#o.routes.upsert(
         create(SessionRouteSchema, {
           sessionId: routeId,
@@ -205,6 +208,8 @@ export class ClusterSessionReconciler implements Reconciler {
           upstreams: [],
         }),
       );
+    if (agents.length === 0) {
+      creating();
       const why = waiting ?? { reason: "NoReadyPod", message: "no agent serves the target yet" };
       await this.#writeStatus(
         session,
@@ -215,6 +220,18 @@ export class ClusterSessionReconciler implements Reconciler {
           reason: why.reason,
           message: why.message,
         },
+      );
+      return { requeueAfterMs: Math.min(untilExpiry, this.#recheckMs) };
+    }
+    const gate = queueSplitGate(session, this.#o.queueSplitting ?? false);
+    if (gate) {
+      // Agents serve, but a queue split the session asked for is not in force yet: clients
+      // would miss the messages it routes, so the session is not Ready until it is.
+      creating();
+      await this.#writeStatus(
+        session,
+        { phase: gate.phase, pod: null, gateway: null, agents: agents.length },
+        { type: "Ready", status: "False", reason: gate.reason, message: gate.message },
       );
       return { requeueAfterMs: Math.min(untilExpiry, this.#recheckMs) };
     }
@@ -386,7 +403,6 @@ export class ClusterSessionReconciler implements Reconciler {
   }
 }
 
-/** When the session expires: ttlSeconds after status.renewedAt, or after creation when never renewed. */
 /**
  * The routing-table upstreams of a session's agents, the preferred one (first) the default.
  * wss:// agents carry the CA and the name their certificate is verified against: routers
@@ -413,6 +429,48 @@ export function agentUpstreams(
   });
 }
 
+/**
+ * Why a session whose agents serve is not Ready because of its queue splits (undefined when
+ * it has none, or every one is Splitting in this cluster): Failed when a split failed or this
+ * control plane does not split queues, else Pending.
+ */
+export function queueSplitGate(
+  session: ClusterSession,
+  splitting: boolean,
+): { phase: "Pending" | "Failed"; reason: string; message: string } | undefined {
+  const splits = session.spec.connectParams?.sqsSplit ?? [];
+  if (splits.length === 0) return undefined;
+  if (!splitting)
+    return {
+      phase: "Failed",
+      reason: "QueueSplittingDisabled",
+      message:
+        "the session splits SQS queues (connectParams.sqsSplit) but this cluster's control plane does not: " +
+        "install its chart with queues.sqs.enabled=true",
+    };
+  const status = session.status?.queues ?? [];
+  for (const q of splits) {
+    const s = status.find((e) => e.queueId === q.queueId);
+    if (s?.phase === "Failed")
+      return {
+        phase: "Failed",
+        reason: "QueueSplitFailed",
+        message: `queue ${q.queueId}: ${s.message ?? s.reason ?? "failed"}`,
+      };
+  }
+  for (const q of splits) {
+    const s = status.find((e) => e.queueId === q.queueId);
+    if (s?.phase !== "Splitting")
+      return {
+        phase: "Pending",
+        reason: "QueueSplitWaiting",
+        message: `queue ${q.queueId}: ${s?.message ?? "the split is being set up"}`,
+      };
+  }
+  return undefined;
+}
+
+/** When the session expires: ttlSeconds after status.renewedAt, or after creation when never renewed. */
 export function ttlDeadline(session: ClusterSession): number {
   const ttl = (session.spec.ttlSeconds ?? TTL_SECONDS_DEFAULT) * 1000;
   const renewed = Date.parse(session.status?.renewedAt ?? "");

@@ -62,6 +62,8 @@ export interface MemberControllerOptions {
   secretNamespace?: string;
   /** Install-time allow-list this cluster enforces on every ClusterSession (default: everything). */
   allowList?: SessionAllowListOptions;
+  /** This control plane runs the queue split controller: sessions with splits wait for it. */
+  queueSplitting?: boolean;
   waitingRecheckMs?: number;
   logger?: Logger;
   metrics?: ControllerMetrics;
@@ -125,6 +127,7 @@ export class MemberController {
       ...(options.secretNamespace !== undefined ? { secretNamespace: options.secretNamespace } : {}),
       ...(options.allowList !== undefined ? { allowList: options.allowList } : {}),
       ...(options.waitingRecheckMs !== undefined ? { waitingRecheckMs: options.waitingRecheckMs } : {}),
+      ...(options.queueSplitting !== undefined ? { queueSplitting: options.queueSplitting } : {}),
       ...(logger ? { logger } : {}),
       ...(options.now ? { now: options.now } : {}),
     });

@@ -2,12 +2,12 @@
 // ClusterSession's name, labels and spec (DESIGN §3, §4). Pure: the reconciler diffs
 // this against what it reads and the tests check it without a cluster.
 //
-// Parameter split: branch names and the SQS split config go to the Default cluster's
-// child only (DESIGN §4 — the Default cluster owns branches and, by the same rule, we
-// let only it split queues so a message is never consumed twice by two clusters'
-// sessions); the map of temporary output queues and the feature flags go to every
-// child. DESIGN §7 says the split config goes to every child; §4 wins here, and the
-// choice is recorded in this folder's README.
+// Parameter split: branch names go to the Default cluster's child only (the Default
+// cluster owns branches); the SQS split config goes to every child (each workload cluster
+// splits its own copy of the queue, DESIGN §7), the Default child marked
+// `spec.parent.defaultCluster` so that it makes the session's output queues; the map of
+// those output queues (read from the Default child's status) goes to every other child,
+// whose splitters send matching messages there; feature flags go to every child.
 import {
   LABELS,
   TTL_SECONDS_DEFAULT,
@@ -47,16 +47,26 @@ export function ownedChildrenSelector(primaryClusterId: string): string {
 export function childConnectParams(
   parent: ConnectParams | undefined,
   isDefault: boolean,
+  outputQueues?: ConnectParams["outputQueues"],
 ): ConnectParams | undefined {
   if (!parent) return undefined;
   const out: ConnectParams = {};
   if (parent.featureFlags) out.featureFlags = parent.featureFlags;
-  if (parent.outputQueues) out.outputQueues = parent.outputQueues;
-  if (isDefault) {
-    if (parent.databaseBranches) out.databaseBranches = parent.databaseBranches;
-    if (parent.sqsSplit) out.sqsSplit = parent.sqsSplit;
-  }
+  if (parent.sqsSplit) out.sqsSplit = parent.sqsSplit;
+  if (!isDefault && parent.sqsSplit && outputQueues && Object.keys(outputQueues).length > 0)
+    out.outputQueues = outputQueues;
+  if (isDefault && parent.databaseBranches) out.databaseBranches = parent.databaseBranches;
   return Object.keys(out).length > 0 ? out : undefined;
+}
+
+/** `{<default cluster>: {queueId: url}}` from the Default child's status.queues (undefined: none yet). */
+export function outputQueuesOf(
+  defaultCluster: string,
+  child: ClusterSession | undefined,
+): ConnectParams["outputQueues"] | undefined {
+  const queues: Record<string, string> = {};
+  for (const q of child?.status?.queues ?? []) if (q.outputQueueUrl) queues[q.queueId] = q.outputQueueUrl;
+  return Object.keys(queues).length > 0 ? { [defaultCluster]: queues } : undefined;
 }
 
 export function desiredChild(
@@ -64,9 +74,10 @@ export function desiredChild(
   cluster: WorkloadCluster,
   primaryClusterId: string,
   childSecret: string,
+  outputQueues?: ConnectParams["outputQueues"],
 ): NewResource<ClusterSessionSpec> {
   const parentName = parent.metadata.name!;
-  const connectParams = childConnectParams(parent.spec.connectParams, cluster.isDefault);
+  const connectParams = childConnectParams(parent.spec.connectParams, cluster.isDefault, outputQueues);
   return {
     metadata: {
       name: childName(parentName, cluster.name),
@@ -78,7 +89,12 @@ export function desiredChild(
       clientKeyHash: hashSecret(childSecret),
       ttlSeconds: parent.spec.ttlSeconds ?? TTL_SECONDS_DEFAULT,
       ...(connectParams ? { connectParams } : {}),
-      parent: { name: parentName, cluster: cluster.name, primaryClusterId },
+      parent: {
+        name: parentName,
+        cluster: cluster.name,
+        primaryClusterId,
+        ...(cluster.isDefault ? { defaultCluster: true } : {}),
+      },
     },
   };
 }

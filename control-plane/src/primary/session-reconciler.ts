@@ -20,7 +20,10 @@ import {
   setConditions,
   type ChildSessionStatus,
   type ClusterSession,
+  type ConditionUpdate,
+  type ConnectParams,
   type MultiClusterSession,
+  type QueueSplitStatus,
 } from "../../../proto/api/v1alpha1/index.js";
 import { sessionKey } from "../../../proto/session-endpoint.js";
 import {
@@ -36,7 +39,7 @@ import {
   type ReconcileResult,
   type Reconciler,
 } from "../runtime/index.js";
-import { childName, desiredChild } from "./child-session-plan.js";
+import { childName, desiredChild, outputQueuesOf } from "./child-session-plan.js";
 import { ChildSecretStore } from "./child-secrets.js";
 import { ChildSessions } from "./child-sessions.js";
 import type { HeartbeatTracker } from "./heartbeat-tracker.js";
@@ -184,14 +187,27 @@ export class SessionReconciler implements Reconciler {
     clock: ActiveClock,
   ): Promise<{ observed: ObservedCluster[]; removed: Record<string, null> }> {
     const owner = { parentName: parent.metadata.name!, primaryClusterId: topology.primaryClusterId };
+    const drive = async (
+      c: WorkloadClusterTopology["clusters"][number],
+      outputQueues?: ConnectParams["outputQueues"],
+    ): Promise<ObservedCluster> => {
+      const child = desiredChild(parent, c, topology.primaryClusterId, secrets[c.name]!, outputQueues);
+      const seen = await this.children.ensure(c.name, child, owner, now, clock.childRenewMs);
+      const last = recorded[c.name];
+      const observation = seen.state === "unreachable" && last ? { ...seen, last } : seen;
+      return { name: c.name, isDefault: c.isDefault, childName: child.metadata.name!, observation };
+    };
+    // With queue splits, the Default child goes first: its status names the output queues
+    // that every other child's splitter sends to.
+    const splits = (parent.spec.connectParams?.sqsSplit?.length ?? 0) > 0;
+    const first = splits ? topology.clusters.find((c) => c.isDefault) : undefined;
+    const firstSeen = first ? await drive(first) : undefined;
+    const outputQueues =
+      first && firstSeen?.observation.state === "present"
+        ? outputQueuesOf(first.name, firstSeen.observation.child)
+        : undefined;
     const observed = await Promise.all(
-      topology.clusters.map(async (c): Promise<ObservedCluster> => {
-        const child = desiredChild(parent, c, topology.primaryClusterId, secrets[c.name]!);
-        const seen = await this.children.ensure(c.name, child, owner, now, clock.childRenewMs);
-        const last = recorded[c.name];
-        const observation = seen.state === "unreachable" && last ? { ...seen, last } : seen;
-        return { name: c.name, isDefault: c.isDefault, childName: child.metadata.name!, observation };
-      }),
+      topology.clusters.map((c) => (c === first ? firstSeen! : drive(c, outputQueues))),
     );
     // Dropped from status once gone (or unreachable for good: see ChildSessions.delete).
     const removed: Record<string, null> = {};
@@ -315,13 +331,15 @@ export class SessionReconciler implements Reconciler {
     const computed = computeStatus(observed, parent.spec.failurePolicy ?? "AllOrNothing", {
       routed: before === "Ready" || before === "Pending",
     });
+    const queues = defaultChildQueues(observed);
     const written = await writeParentStatus(this.parents, parent, {
       phase: computed.phase,
       children: { ...computed.children, ...removed } as Record<string, ChildSessionStatus>,
       ...(clock.heartbeat ? { connectedTimestamp: clock.heartbeat } : {}),
+      ...(queues ? { queues: queues.queues } : {}),
       conditions: setConditions(
         parent.status?.conditions,
-        computed.conditions,
+        [...computed.conditions, ...(queues?.overlap ? [queues.overlap] : [])],
         new Date(now),
         parent.metadata.generation,
       ).conditions,
@@ -340,4 +358,22 @@ export class SessionReconciler implements Reconciler {
       );
     return written;
   }
+}
+
+/**
+ * What the parent shows of its queue splits: the Default child's `status.queues` (output
+ * queues and the local variable's value) and its overlap condition, told at admission.
+ */
+function defaultChildQueues(
+  observed: readonly ObservedCluster[],
+): { queues: QueueSplitStatus[]; overlap: ConditionUpdate | undefined } | undefined {
+  const d = observed.find((o) => o.isDefault);
+  if (d?.observation.state !== "present") return undefined;
+  const child = d.observation.child;
+  if (!child.spec.connectParams?.sqsSplit?.length) return undefined;
+  const c = child.status?.conditions?.find((x) => x.type === "QueueSplitOverlap");
+  return {
+    queues: child.status?.queues ?? [],
+    overlap: c ? { type: c.type, status: c.status, reason: c.reason, message: c.message } : undefined,
+  };
 }

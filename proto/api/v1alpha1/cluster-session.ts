@@ -13,6 +13,7 @@ import {
   DnsSubdomain,
   EndpointUrl,
   immutable,
+  Message,
   NonNegativeInt,
   ObservedGeneration,
   PARENT_NAME_PATTERN,
@@ -37,6 +38,13 @@ export const ParentRef = Type.Object(
     }),
     cluster: DnsLabel("Name of the workload cluster this child lives in, as the Primary calls it."),
     primaryClusterId: DnsLabel("Cluster id of the Primary that owns this child."),
+    defaultCluster: Type.Optional(
+      Type.Boolean({
+        description:
+          "This child is on the session's Default cluster: it makes the session's SQS output queues " +
+          "(the one queue per split the local process reads) and reports them in status.queues.",
+      }),
+    ),
   },
   {
     description: "Set on children of a MultiClusterSession; absent in single-cluster mode.",
@@ -70,6 +78,37 @@ export const ResolvedPod = Type.Object(
   { description: "The pod the target resolved to." },
 );
 
+export const QUEUE_SPLIT_PHASES = ["Waiting", "Splitting", "Failed"] as const;
+export type QueueSplitPhase = (typeof QUEUE_SPLIT_PHASES)[number];
+
+export const QueueSplitStatus = Type.Object({
+  queueId: Type.String({ description: "The split's queue id.", maxLength: 80 }),
+  phase: StringEnum(QUEUE_SPLIT_PHASES, {
+    description:
+      "Waiting (temporary queues being made, the output queue not known yet), Splitting (this cluster's " +
+      "splitter routes the session's messages), or Failed (see message).",
+  }),
+  envVar: Type.Optional(
+    Type.String({ description: "The target's variable naming the queue.", maxLength: 128 }),
+  ),
+  outputQueueUrl: Type.Optional(
+    Type.String({
+      description: "URL of the session's output queue (made by the Default cluster, or this one alone).",
+      maxLength: 2048,
+    }),
+  ),
+  localValue: Type.Optional(
+    Type.String({
+      description:
+        "What the local process's envVar holds: the output queue's URL, or its name when the target's " +
+        "variable holds a name.",
+      maxLength: 2048,
+    }),
+  ),
+  reason: Type.Optional(Type.String({ description: "CamelCase reason of the phase.", maxLength: 128 })),
+  message: Type.Optional(Message("What is happening or what to fix.")),
+});
+
 export const ClusterSessionStatus = Type.Object(
   {
     phase: Type.Optional(
@@ -82,6 +121,12 @@ export const ClusterSessionStatus = Type.Object(
     agents: Type.Optional(NonNegativeInt("Agents currently serving the target (one per ready replica).")),
     renewedAt: Type.Optional(
       Timestamp("Last renewal by the owning Primary; the session expires ttlSeconds after it."),
+    ),
+    queues: Type.Optional(
+      Type.Array(QueueSplitStatus, {
+        description: "One entry per connectParams.sqsSplit entry: this cluster's part of the split.",
+        maxItems: 16,
+      }),
     ),
     conditions: Type.Optional(Conditions()),
     observedGeneration: Type.Optional(ObservedGeneration()),
@@ -99,6 +144,7 @@ export const ClusterSessionStatus = Type.Object(
 export type ClusterSessionSpec = Static<typeof ClusterSessionSpec>;
 export type ClusterSessionStatus = Static<typeof ClusterSessionStatus>;
 export type ParentRef = Static<typeof ParentRef>;
+export type QueueSplitStatus = Static<typeof QueueSplitStatus>;
 export type ClusterSession = CustomResource<ClusterSessionSpec, ClusterSessionStatus>;
 
 export const clusterSessionCrd = {

@@ -18,6 +18,7 @@ import {
   type MultiClusterSessionSpec,
   type MultiClusterSessionStatus,
 } from "./multi-cluster-session.js";
+import { queueConsumerCrd, type QueueConsumerSpec, type QueueConsumerStatus } from "./queue-consumer.js";
 import {
   switchyardOperatorCrd,
   type SwitchyardOperatorSpec,
@@ -31,6 +32,7 @@ export * from "./multi-cluster-session.js";
 export * from "./switchyard-operator.js";
 export * from "./branch-database.js";
 export * from "./branch-secret.js";
+export * from "./queue-consumer.js";
 export { buildCrdManifest, crdName } from "./crd-definition.js";
 export type {
   CrdDefinition,
@@ -110,4 +112,8 @@ export function mysqlBranchDatabaseClient(kc: KubeConfig, options?: ClientOption
     mysqlBranchDatabaseCrd,
     options,
   );
+}
+
+export function queueConsumerClient(kc: KubeConfig, options?: ClientOptions) {
+  return new CustomResourceClient<QueueConsumerSpec, QueueConsumerStatus>(kc, queueConsumerCrd, options);
 }

@@ -153,6 +153,7 @@ describe("TypeBox schemas validate locally like the API server", () => {
       "MultiClusterSession",
       "MysqlBranchDatabase",
       "PgBranchDatabase",
+      "QueueConsumer",
       "SwitchyardOperator",
     ]);
   });

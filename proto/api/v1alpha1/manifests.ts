@@ -5,6 +5,7 @@ import { mysqlBranchDatabaseCrd, pgBranchDatabaseCrd } from "./branch-database.j
 import { buildCrdManifest, type CrdDefinition, type CrdManifest } from "./crd-definition.js";
 import { clusterSessionCrd } from "./cluster-session.js";
 import { multiClusterSessionCrd } from "./multi-cluster-session.js";
+import { queueConsumerCrd } from "./queue-consumer.js";
 import { switchyardOperatorCrd } from "./switchyard-operator.js";
 
 export const crdDefinitions = {
@@ -13,6 +14,7 @@ export const crdDefinitions = {
   ClusterSession: clusterSessionCrd,
   PgBranchDatabase: pgBranchDatabaseCrd,
   MysqlBranchDatabase: mysqlBranchDatabaseCrd,
+  QueueConsumer: queueConsumerCrd,
 } satisfies Record<string, CrdDefinition>;
 
 export type CrdKind = keyof typeof crdDefinitions;

@@ -4,6 +4,7 @@
 // `status.children`, and the heartbeat `connectedTimestamp`.
 import { Type, type Static } from "@sinclair/typebox";
 import { ConnectParams } from "./connect-params.js";
+import { QueueSplitStatus } from "./cluster-session.js";
 import type { CrdDefinition, CustomResource } from "./crd-definition.js";
 import {
   cel,
@@ -88,6 +89,14 @@ export const MultiClusterSessionStatus = Type.Object(
     ),
     connectedTimestamp: Type.Optional(
       Timestamp("Last heartbeat of a connected client (refreshed every 10 s)."),
+    ),
+    queues: Type.Optional(
+      Type.Array(QueueSplitStatus, {
+        description:
+          "The session's queue splits as its Default cluster's child reports them (output queue and the " +
+          "value the local process's variable gets); every child's own state is on that child.",
+        maxItems: 16,
+      }),
     ),
     conditions: Type.Optional(Conditions()),
     observedGeneration: Type.Optional(ObservedGeneration()),

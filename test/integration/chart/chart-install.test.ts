@@ -2,7 +2,9 @@
 // --wait and no pods): CRDs become Established; RBAC, ConfigMap and credential Secrets exist; the
 // real authorizer (SubjectAccessReview, and real tokens) proves the router can do nothing, the
 // control plane only what it needs, and a member install grants a Primary's identity exactly the
-// member roles, to a group when asked; `helm upgrade` of router.replicas touches only the router.
+// member roles, to a group when asked; a member splitting SQS queues reads QueueConsumers under
+// the chart's own identity (and one that does not, cannot); `helm upgrade` of router.replicas
+// touches only the router.
 import {
   ApiextensionsV1Api,
   AppsV1Api,
@@ -17,6 +19,7 @@ import {
 } from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseClusterConfig } from "../../../control-plane/src/config/cluster-config.js";
+import { queueConsumerClient } from "../../../proto/api/v1alpha1/index.js";
 import {
   createCertificateAuthority,
   startClusterSet,
@@ -25,6 +28,7 @@ import {
 } from "../../env/index.js";
 import { chartDir, Helm, parseManifests, type Manifest } from "../../env/helm.js";
 import { eventually } from "../../support/poll.js";
+import { valuesShapes } from "./values-shapes.js";
 
 const NS = "switchyard";
 const CP_SA = `system:serviceaccount:${NS}:switchyard-control-plane`;
@@ -212,6 +216,7 @@ describe("Primary install", () => {
       "switchyardoperators.switchyard.dev",
       "pgbranchdatabases.switchyard.dev",
       "mysqlbranchdatabases.switchyard.dev",
+      "queueconsumers.switchyard.dev",
     ];
     const deadline = Date.now() + 30_000;
     for (const name of names) {
@@ -400,6 +405,9 @@ describe("Primary install", () => {
         false,
       ],
       [{ verb: "create", group: "rbac.authorization.k8s.io", resource: "clusterrolebindings" }, false],
+      // No queue splitting in this install: no QueueConsumers.
+      [{ verb: "list", group: sd, resource: "queueconsumers" }, false],
+      [{ verb: "get", group: sd, resource: "queueconsumers", namespace: "team-a" }, false],
       [
         {
           verb: "update",
@@ -551,5 +559,82 @@ describe("member install", () => {
         (e: unknown) => e as { code?: number },
       );
     expect(other?.code).toBe(403);
+  });
+});
+
+describe("queue splitting install", () => {
+  const shop = "shop-q";
+  const release = { name: "sy3", namespace: "sy3", sa: "sy3-control-plane" };
+
+  beforeAll(async () => {
+    const shape = (await valuesShapes()).find((v) => v.name === "member splitting SQS queues (IRSA)")!;
+    await createNamespaces(east, [shop]);
+    // Its own names beside the member releases already on this cluster.
+    await install(east, release.name, release.namespace, { ...shape.values, fullnameOverride: release.name });
+  });
+
+  async function tokenOf(namespace: string, name: string): Promise<KubeConfig> {
+    const tr = await east
+      .kubeConfig()
+      .makeApiClient(CoreV1Api)
+      .createNamespacedServiceAccountToken({
+        name,
+        namespace,
+        body: { spec: { audiences: [], expirationSeconds: 3600 } },
+      });
+    return bearerKubeConfig(east, tr.status!.token);
+  }
+
+  it("the control plane's identity reads QueueConsumers and patches the consumer workloads, nothing more", async () => {
+    await expectAccess(east, `system:serviceaccount:${release.namespace}:${release.sa}`, [
+      [{ verb: "get", group: sd, resource: "queueconsumers", namespace: shop }, true],
+      [{ verb: "list", group: sd, resource: "queueconsumers" }, true],
+      [{ verb: "watch", group: sd, resource: "queueconsumers" }, true],
+      [
+        { verb: "patch", group: sd, resource: "queueconsumers", subresource: "status", namespace: shop },
+        true,
+      ],
+      [{ verb: "get", group: "apps", resource: "deployments", namespace: shop }, true],
+      [{ verb: "patch", group: "apps", resource: "deployments", namespace: shop }, true],
+      [{ verb: "get", group: "apps", resource: "statefulsets", namespace: shop }, true],
+      [{ verb: "patch", group: "apps", resource: "statefulsets", namespace: shop }, true],
+      [
+        {
+          verb: "get",
+          group: "apiextensions.k8s.io",
+          resource: "customresourcedefinitions",
+          name: "queueconsumers.switchyard.dev",
+        },
+        true,
+      ],
+      [{ verb: "create", group: sd, resource: "queueconsumers", namespace: shop }, false],
+      [{ verb: "update", group: sd, resource: "queueconsumers", namespace: shop }, false],
+      [{ verb: "delete", group: sd, resource: "queueconsumers", namespace: shop }, false],
+      [{ verb: "update", group: "apps", resource: "deployments", namespace: shop }, false],
+      [{ verb: "delete", group: "apps", resource: "statefulsets", namespace: shop }, false],
+    ]);
+    const sa = await east
+      .kubeConfig()
+      .makeApiClient(CoreV1Api)
+      .readNamespacedServiceAccount({ name: release.sa, namespace: release.namespace });
+    expect(sa.metadata?.annotations?.["eks.amazonaws.com/role-arn"]).toBe(
+      "arn:aws:iam::111122223333:role/sy-queues",
+    );
+  });
+
+  it("with a real token of that ServiceAccount lists QueueConsumers; a control plane installed without it cannot", async () => {
+    await queueConsumerClient(east.kubeConfig()).create({
+      metadata: { name: "worker", namespace: shop },
+      spec: {
+        consumer: "deployment/worker",
+        queues: [{ id: "orders", type: "SQS", envVar: "ORDERS_QUEUE_URL" }],
+      },
+    });
+    const asSplitter = queueConsumerClient(await tokenOf(release.namespace, release.sa));
+    const listed = await asSplitter.list({ namespace: shop });
+    expect(listed.items.map((c) => c.metadata.name)).toEqual(["worker"]);
+    // The member release "sy" on this cluster does not split queues.
+    const asOther = queueConsumerClient(await tokenOf(NS, "switchyard-control-plane"));
+    await expect(asOther.list({ namespace: shop })).rejects.toMatchObject({ code: 403 });
   });
 });

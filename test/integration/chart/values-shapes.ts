@@ -109,6 +109,19 @@ export async function valuesShapes(): Promise<ValuesShape[]> {
       namespace: "sy2",
     },
     {
+      name: "member splitting SQS queues (IRSA)",
+      usedBy: "chart-install (queue splitting install, as release sy3 with fullnameOverride sy3)",
+      values: {
+        multiClusterMember: true,
+        controlPlane: {
+          serviceAccountAnnotations: {
+            "eks.amazonaws.com/role-arn": "arn:aws:iam::111122223333:role/sy-queues",
+          },
+        },
+        queues: { sqs: { enabled: true, region: "eu-north-1" } },
+      },
+    },
+    {
       name: "TLS, observability and autoscaling",
       usedBy: "chart-render (helm lint, observability, HPA)",
       values: {

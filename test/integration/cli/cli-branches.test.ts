@@ -17,7 +17,7 @@
 import { writeFileSync } from "node:fs";
 import { connect } from "node:net";
 import { join } from "node:path";
-import { CoreV1Api, RbacAuthorizationV1Api, type KubeConfig } from "@kubernetes/client-node";
+import { CoreV1Api, type KubeConfig } from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import * as pb from "../../../proto/gen/session_pb.js";
 import {
@@ -31,13 +31,19 @@ import {
   type BranchDatabaseStatus,
   type BranchKind,
 } from "../../../proto/api/v1alpha1/index.js";
-import { installCrds } from "../../../control-plane/src/runtime/index.js";
-import { run } from "../../../cli/src/main.js";
-import { ScriptedAgent } from "../../peers/scripted-agent.js";
-import { startClusterSet, type ClusterSet } from "../../env/index.js";
+import type { ScriptedAgent } from "../../peers/scripted-agent.js";
 import { eventually } from "../../support/poll.js";
 import { testScratchDir } from "../../support/scratch-dir.js";
-import { RouterProcess } from "../router/router-process.js";
+import type { RouterProcess } from "../router/router-process.js";
+import {
+  condition,
+  configFile as scratchConfigFile,
+  runCli,
+  startDeveloperCluster,
+  switchyardRule,
+  waitForFile,
+  type DeveloperCluster,
+} from "./developer-cluster.js";
 import { simulatePrimary } from "./simulated-primary.js";
 
 const NS = "shop";
@@ -45,7 +51,7 @@ const TARGET = "deployment/shop";
 const F = pb.FrameFamily;
 const PASSWORD = "Br4nchPassw0rdXYZ0123456789abcdefghijkl";
 
-let set: ClusterSet;
+let env: DeveloperCluster;
 let admin: KubeConfig;
 let alice: string;
 let router: RouterProcess;
@@ -55,84 +61,21 @@ let west: ScriptedAgent;
 const branchClient = (kind: BranchKind) =>
   kind === "PgBranchDatabase" ? pgBranchDatabaseClient(admin) : mysqlBranchDatabaseClient(admin);
 
-async function cli(...args: string[]) {
-  const o = { out: "", err: "" };
-  const code = await run(["--kubeconfig", alice, "-n", NS, ...args], {
-    stdout: (t) => void (o.out += t),
-    stderr: (t) => void (o.err += t),
-  });
-  return { code, ...o };
-}
+const cli = (...args: string[]) => runCli(["--kubeconfig", alice, "-n", NS, ...args]);
 
 /** A switchyard.json in a scratch directory (removed with the test). */
-function configFile(cfg: Record<string, unknown>): string {
-  const path = join(testScratchDir("switchyard-branches-"), "switchyard.json");
-  writeFileSync(path, JSON.stringify({ target: TARGET, ...cfg }));
-  return path;
-}
+const configFile = (cfg: Record<string, unknown>) => scratchConfigFile("switchyard-branches-", TARGET, cfg);
 
 beforeAll(async () => {
-  set = await startClusterSet({ clusters: ["primary"], controllerManager: false });
-  const c = set.get("primary");
-  admin = c.kubeConfig();
-  await installCrds(admin);
-  await admin.makeApiClient(CoreV1Api).createNamespace({ body: { metadata: { name: NS } } });
-  const rbac = admin.makeApiClient(RbacAuthorizationV1Api);
-  const subjects = [{ apiGroup: "rbac.authorization.k8s.io", kind: "Group", name: "dev" }];
-  await rbac.createClusterRole({
-    body: {
-      metadata: { name: "switchyard-read-operator" },
-      rules: [{ apiGroups: ["switchyard.dev"], resources: ["switchyardoperators"], verbs: ["get", "list"] }],
-    },
-  });
-  await rbac.createClusterRoleBinding({
-    body: {
-      metadata: { name: "switchyard-read-operator" },
-      roleRef: {
-        apiGroup: "rbac.authorization.k8s.io",
-        kind: "ClusterRole",
-        name: "switchyard-read-operator",
-      },
-      subjects,
-    },
-  });
-  await rbac.createNamespacedRole({
+  env = await startDeveloperCluster({
     namespace: NS,
-    body: {
-      metadata: { name: "switchyard-dev" },
-      rules: [
-        {
-          apiGroups: ["switchyard.dev"],
-          resources: ["multiclustersessions", "pgbranchdatabases", "mysqlbranchdatabases"],
-          verbs: ["create", "get", "list", "watch", "delete"],
-        },
-        { apiGroups: [""], resources: ["secrets"], verbs: ["get"] },
-      ],
-    },
+    rules: [
+      switchyardRule(["multiclustersessions", "pgbranchdatabases", "mysqlbranchdatabases"]),
+      { apiGroups: [""], resources: ["secrets"], verbs: ["get"] },
+    ],
+    eastEnv: { DATABASE_URL: "postgres://app:source-pw@db.shop.svc:5432/shop?sslmode=disable" },
   });
-  await rbac.createNamespacedRoleBinding({
-    namespace: NS,
-    body: {
-      metadata: { name: "switchyard-dev" },
-      roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "Role", name: "switchyard-dev" },
-      subjects,
-    },
-  });
-  alice = (await c.mintUser("alice", ["dev"])).kubeconfigPath;
-
-  east = new ScriptedAgent({
-    name: "east",
-    secret: "agent-east",
-    env: { DATABASE_URL: "postgres://app:source-pw@db.shop.svc:5432/shop?sslmode=disable" },
-  });
-  west = new ScriptedAgent({ name: "west", secret: "agent-west" });
-  await east.start();
-  await west.start();
-  router = await RouterProcess.start([]);
-  await switchyardOperatorClient(admin).create({
-    metadata: { name: OPERATOR_OBJECT_NAME },
-    spec: { clusterName: "primary", multiCluster: true },
-  });
+  ({ admin, alice, router, east, west } = env);
   await switchyardOperatorClient(admin).patchStatus(
     { name: OPERATOR_OBJECT_NAME },
     {
@@ -143,12 +86,7 @@ beforeAll(async () => {
   );
 }, 240_000);
 
-afterAll(async () => {
-  await router?.stop();
-  await east?.stop();
-  await west?.stop();
-  await set?.stop();
-});
+afterAll(() => env?.stop());
 
 // ---- the test's stand-in for the branching controller ----
 
@@ -157,14 +95,6 @@ const created = (kind: BranchKind, name: (n: string) => boolean) =>
   eventually(`a ${kind} from the CLI`, async () =>
     (await branchClient(kind).list({ namespace: NS })).items.find((b) => name(b.metadata.name!)),
   );
-
-const condition = (type: string, status: "True" | "False", reason: string, message: string) => ({
-  type,
-  status,
-  reason,
-  message,
-  lastTransitionTime: new Date().toISOString(),
-});
 
 async function setStatus(kind: BranchKind, name: string, status: BranchDatabaseStatus) {
   await branchClient(kind).patchStatus({ name, namespace: NS }, status);
@@ -206,14 +136,6 @@ async function provision(kind: BranchKind, name: string, port = "5432"): Promise
 const simulateSessions = () => simulatePrimary({ admin, namespace: NS, router, east, west });
 
 const sessionsLeft = async () => (await multiClusterSessionClient(admin).list({ namespace: NS })).items;
-
-/** CMD: waits until `file` exists, then exits 0. */
-const waitForFile = (file: string) => [
-  process.execPath,
-  "-e",
-  "const f=process.argv[1];setInterval(()=>{if(require('fs').existsSync(f))process.exit(0)},50)",
-  file,
-];
 
 describe("exec with a database branch", () => {
   it("creates the branch first, shows its progress, forwards a local port to it and asks for the rewrite", async () => {

@@ -9,7 +9,7 @@
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { CoreV1Api, RbacAuthorizationV1Api, type KubeConfig } from "@kubernetes/client-node";
+import type { KubeConfig } from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import * as pb from "../../../proto/gen/session_pb.js";
 import {
@@ -19,20 +19,25 @@ import {
   switchyardOperatorClient,
   type SwitchyardOperatorStatus,
 } from "../../../proto/api/v1alpha1/index.js";
-import { installCrds } from "../../../control-plane/src/runtime/index.js";
-import { ScriptedAgent } from "../../peers/scripted-agent.js";
-import { run } from "../../../cli/src/main.js";
-import type { Out } from "../../../cli/src/commands/output.js";
+import type { ScriptedAgent } from "../../peers/scripted-agent.js";
 import { KubeSessions } from "../../../cli/src/sdk/kube/kube-sessions.js";
 import { readOperator } from "../../../cli/src/sdk/kube/operator-info.js";
-import { freePorts, startClusterSet, type ClusterSet } from "../../env/index.js";
-import { RouterProcess } from "../router/router-process.js";
+import { freePorts, type ClusterSet } from "../../env/index.js";
+import type { RouterProcess } from "../router/router-process.js";
+import {
+  runCli,
+  startCli,
+  startDeveloperCluster,
+  switchyardRule,
+  type DeveloperCluster,
+} from "./developer-cluster.js";
 import { simulatePrimary } from "./simulated-primary.js";
 import { launch, tsx } from "../../support/launch.js";
 
 const NS = "shop";
 const F = pb.FrameFamily;
 
+let env: DeveloperCluster;
 let set: ClusterSet;
 let admin: KubeConfig;
 let aliceConfig: string;
@@ -59,21 +64,7 @@ const baseStatus = (): SwitchyardOperatorStatus => ({
   ],
 });
 
-function capture(): Out & { out: string; err: string } {
-  const o = {
-    out: "",
-    err: "",
-    stdout: (t: string) => void (o.out += t),
-    stderr: (t: string) => void (o.err += t),
-  };
-  return o;
-}
-
-async function cli(kubeconfig: string, ...args: string[]) {
-  const o = capture();
-  const code = await run(["--kubeconfig", kubeconfig, ...args], o);
-  return { code, out: o.out, err: o.err };
-}
+const cli = (kubeconfig: string, ...args: string[]) => runCli(["--kubeconfig", kubeconfig, ...args]);
 
 async function setOperatorStatus(status: SwitchyardOperatorStatus): Promise<void> {
   const ops = switchyardOperatorClient(admin);
@@ -85,76 +76,20 @@ async function setOperatorStatus(status: SwitchyardOperatorStatus): Promise<void
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), "switchyard-cli-"));
-  set = await startClusterSet({ clusters: ["primary"] });
-  const c = set.get("primary");
-  admin = c.kubeConfig();
-  await installCrds(admin);
-  await admin.makeApiClient(CoreV1Api).createNamespace({ body: { metadata: { name: NS } } });
-
-  const rbac = admin.makeApiClient(RbacAuthorizationV1Api);
-  await rbac.createClusterRole({
-    body: {
-      metadata: { name: "switchyard-read-operator" },
-      rules: [{ apiGroups: ["switchyard.dev"], resources: ["switchyardoperators"], verbs: ["get", "list"] }],
-    },
-  });
-  await rbac.createClusterRoleBinding({
-    body: {
-      metadata: { name: "switchyard-read-operator" },
-      roleRef: {
-        apiGroup: "rbac.authorization.k8s.io",
-        kind: "ClusterRole",
-        name: "switchyard-read-operator",
-      },
-      subjects: [{ apiGroup: "rbac.authorization.k8s.io", kind: "Group", name: "system:authenticated" }],
-    },
-  });
-  await rbac.createNamespacedRole({
+  env = await startDeveloperCluster({
     namespace: NS,
-    body: {
-      metadata: { name: "switchyard-sessions" },
-      rules: [
-        {
-          apiGroups: ["switchyard.dev"],
-          resources: ["multiclustersessions", "clustersessions"],
-          verbs: ["create", "get", "list", "watch", "delete"],
-        },
-      ],
-    },
+    rules: [switchyardRule(["multiclustersessions", "clustersessions"])],
+    // Every user reads the operator: bob, in no group, gets as far as the RBAC check on create.
+    operatorReaders: "system:authenticated",
+    eastEnv: { DB_HOST: "db.east.internal", PATH: "/remote/bin" },
   });
-  await rbac.createNamespacedRoleBinding({
-    namespace: NS,
-    body: {
-      metadata: { name: "dev-sessions" },
-      roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "Role", name: "switchyard-sessions" },
-      subjects: [{ apiGroup: "rbac.authorization.k8s.io", kind: "Group", name: "dev" }],
-    },
-  });
-  aliceConfig = (await c.mintUser("alice", ["dev"])).kubeconfigPath;
-  bobConfig = (await c.mintUser("bob", [])).kubeconfigPath;
-
-  east = new ScriptedAgent({
-    name: "east",
-    secret: "agent-east",
-    env: { DB_HOST: "db.east.internal", PATH: "/remote/bin" },
-  });
-  west = new ScriptedAgent({ name: "west", secret: "agent-west" });
-  await east.start();
-  await west.start();
-  router = await RouterProcess.start([]);
-
-  await switchyardOperatorClient(admin).create({
-    metadata: { name: OPERATOR_OBJECT_NAME },
-    spec: { clusterName: "primary", multiCluster: true },
-  });
+  ({ set, admin, alice: aliceConfig, router, east, west } = env);
+  bobConfig = (await set.get("primary").mintUser("bob", [])).kubeconfigPath;
   await setOperatorStatus(baseStatus());
 }, 240_000);
 
 afterAll(async () => {
-  await router?.stop();
-  await east?.stop();
-  await west?.stop();
-  await set?.stop();
+  await env?.stop();
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
@@ -347,29 +282,25 @@ srv.listen(Number(port), "127.0.0.1", () => {
 `;
 
   async function startExec(localPort: number, outFile: string, extra: string[] = []) {
-    const o = capture();
-    const exited = run(
-      [
-        "--kubeconfig",
-        aliceConfig,
-        "-n",
-        NS,
-        "exec",
-        "-t",
-        "deployment/myapp",
-        "--steal",
-        "--port",
-        `8080:${localPort}`,
-        ...extra,
-        "--",
-        process.execPath,
-        "-e",
-        cmdScript,
-        String(localPort),
-        outFile,
-      ],
-      o,
-    );
+    const { o, exited } = startCli([
+      "--kubeconfig",
+      aliceConfig,
+      "-n",
+      NS,
+      "exec",
+      "-t",
+      "deployment/myapp",
+      "--steal",
+      "--port",
+      `8080:${localPort}`,
+      ...extra,
+      "--",
+      process.execPath,
+      "-e",
+      cmdScript,
+      String(localPort),
+      outFile,
+    ]);
     const ready = await east.inbox.waitFor(
       (f) =>
         f.family === F.OUTGOING_TCP &&

@@ -1,8 +1,9 @@
 // Sessions as Kubernetes objects, created with the user's own credentials (RBAC decides):
 // a MultiClusterSession on the Primary in multi-cluster mode, a ClusterSession otherwise.
 // The CLI generates the session secret and stores only its sha256 in the spec; it then
-// watches the object until it is Ready (reporting per-cluster child state as it goes),
-// Failed, or the wait times out, and deletes it when the session ends.
+// watches the object until it is Ready (reporting per-cluster child state and its queue
+// splits as it goes; with splits, until each is Splitting: session-queues.ts), Failed, or
+// the wait times out, and deletes it when the session ends.
 import { randomBytes } from "node:crypto";
 import { Watch, type KubeConfig } from "@kubernetes/client-node";
 import {
@@ -23,6 +24,21 @@ import { hashSecret, newSecret } from "../../../../proto/session-auth.js";
 import { CliError, CliErrorCode } from "../cli-errors.js";
 import { explainKubeError } from "./kube-access.js";
 import { sessionModeOf, type SessionMode } from "./operator-info.js";
+import { describeQueueProblems, queuesVerdict } from "./session-queues.js";
+import {
+  describeProblems,
+  progressOfMulti,
+  progressOfSingle,
+  type SessionProgress,
+} from "./session-progress.js";
+
+export {
+  describeProblems,
+  progressOfMulti,
+  progressOfSingle,
+  type ClusterProgress,
+  type SessionProgress,
+} from "./session-progress.js";
 
 const FIELD_MANAGER = "switchyard-cli";
 
@@ -52,22 +68,6 @@ export interface SessionHandle {
   target: string;
 }
 
-export interface ClusterProgress {
-  cluster: string;
-  ready: boolean;
-  isDefault: boolean;
-  error?: string;
-}
-
-export interface SessionProgress {
-  phase: string;
-  clusters: ClusterProgress[];
-  /** The Ready condition's message while not ready. */
-  message?: string;
-  /** Single-cluster mode: the gateway router URL of the ClusterSession, once Ready. */
-  gateway?: string;
-}
-
 export interface SessionSummary {
   id: string;
   namespace: string;
@@ -81,46 +81,13 @@ export interface SessionSummary {
   parent?: string;
 }
 
-function readyCondition(obj: { status?: { conditions?: Array<{ type: string; message: string }> } }) {
-  return obj.status?.conditions?.find((c) => c.type === "Ready");
-}
-
-export function progressOfMulti(s: MultiClusterSession): SessionProgress {
-  const clusters = Object.entries(s.status?.children ?? {})
-    .sort(([a], [b]) => a.localeCompare(b))
-    .map(([cluster, c]) => ({
-      cluster,
-      ready: c.ready,
-      isDefault: c.defaultCluster === true,
-      ...(c.error ? { error: c.error } : {}),
-    }));
-  const msg = readyCondition(s)?.message;
-  return { phase: s.status?.phase ?? "Creating", clusters, ...(msg ? { message: msg } : {}) };
-}
-
-export function progressOfSingle(s: ClusterSession, clusterName: string): SessionProgress {
-  const phase = s.status?.phase ?? "Creating";
-  const msg = readyCondition(s)?.message;
-  return {
-    phase,
-    clusters: [
-      {
-        cluster: clusterName,
-        ready: phase === "Ready",
-        isDefault: true,
-        ...(phase !== "Ready" && msg ? { error: msg } : {}),
-      },
-    ],
-    ...(msg ? { message: msg } : {}),
-    ...(s.status?.gateway ? { gateway: s.status.gateway } : {}),
-  };
-}
-
 export interface WaitOptions {
   signal?: AbortSignal;
   /** Give up after this many ms (default 120 000). */
   timeoutMs?: number;
   onProgress?: (p: SessionProgress) => void;
+  /** Queue ids of the session's splits: Ready also waits for each to be Splitting. */
+  queues?: readonly string[];
 }
 
 export class KubeSessions {
@@ -218,14 +185,26 @@ export class KubeSessions {
         opts.onProgress?.(p);
       }
     };
-    const verdict = (p: SessionProgress): "ready" | "failed" | undefined =>
-      p.phase === "Ready" ? "ready" : p.phase === "Failed" ? "failed" : undefined;
+    const ids = opts.queues ?? [];
+    const verdict = (p: SessionProgress): "ready" | "failed" | undefined => {
+      if (p.phase === "Failed") return "failed";
+      const queues = queuesVerdict(p.queues, ids);
+      return queues === "failed" ? "failed" : p.phase === "Ready" && queues === "ready" ? "ready" : undefined;
+    };
     const failed = (p: SessionProgress) =>
-      new CliError(
-        CliErrorCode.SESSION_FAILED,
-        `session ${h.id} failed: ${describeProblems(p) || p.message || "no reason given"}. ` +
-          "Check the target exists in every cluster and `switchyard status` for unreachable clusters.",
-      );
+      p.phase !== "Failed"
+        ? new CliError(
+            CliErrorCode.QUEUE_SPLIT_FAILED,
+            `session ${h.id} could not split its queues: ${describeQueueProblems(p.queues, ids)}. ` +
+              "See `switchyard queues consumers` for the target's QueueConsumer and `switchyard queues status`.",
+          )
+        : new CliError(
+            CliErrorCode.SESSION_FAILED,
+            `session ${h.id} failed: ${describeProblems(p) || p.message || "no reason given"}. ` +
+              "Check the target exists in every cluster and `switchyard status` for unreachable clusters.",
+          );
+    const holdUps = (p: SessionProgress) =>
+      [describeProblems(p), describeQueueProblems(p.queues, ids)].filter(Boolean).join("; ");
     const deadline = Date.now() + timeoutMs;
     const stop = new AbortController();
     const onAbort = () => stop.abort();
@@ -248,7 +227,7 @@ export class KubeSessions {
           throw new CliError(
             CliErrorCode.SESSION_TIMEOUT,
             `session ${h.id} was not ready after ${Math.round(timeoutMs / 1000)} s (phase ${last?.phase ?? "?"}` +
-              `${last && describeProblems(last) ? `; ${describeProblems(last)}` : ""}). ` +
+              `${last && holdUps(last) ? `; ${holdUps(last)}` : ""}). ` +
               "Is the Switchyard control plane running? See `switchyard status`.",
           );
         // Watch from the version just read; a watch that ends (timeout, error) re-reads.
@@ -376,14 +355,6 @@ export class KubeSessions {
     }
     return out.sort((a, b) => a.namespace.localeCompare(b.namespace) || a.id.localeCompare(b.id));
   }
-}
-
-/** "west: target not found; east: not ready" — the clusters holding a session back. */
-export function describeProblems(p: SessionProgress): string {
-  return p.clusters
-    .filter((c) => !c.ready)
-    .map((c) => `${c.cluster}: ${c.error ?? "not ready yet"}`)
-    .join("; ");
 }
 
 /** "mc-…" ids are MultiClusterSessions, anything else a ClusterSession. */

@@ -1,12 +1,17 @@
 // The whole way from "I want a session on deployment/myapp" to a connected SessionClient:
 // read the operator (mode, router endpoint, default namespace), create and await the
 // session's database branches (session-branches.ts), create the session object with the
-// user's credentials (the branches in its connectParams), wait until it is Ready while
-// reporting per-cluster progress, connect to a router and say Hello. Anything failing on
-// the way deletes what it made again, so a failed start leaves nothing behind.
+// user's credentials (the branches and SQS queue splits in its connectParams), wait until
+// it is Ready — and each queue split Splitting — while reporting per-cluster and per-split
+// progress, connect to a router and say Hello. Anything failing on the way deletes what it
+// made again, so a failed start leaves nothing behind.
 // `Session.close()` disconnects, deletes the session, then the branches made for it.
 import type { KubeConfig } from "@kubernetes/client-node";
-import type { SwitchyardOperator } from "../../../../proto/api/v1alpha1/index.js";
+import type {
+  QueueSplitStatus,
+  SqsQueueSplit,
+  SwitchyardOperator,
+} from "../../../../proto/api/v1alpha1/index.js";
 import { sessionKey, sessionUrl } from "../../../../proto/session-endpoint.js";
 import { CliError, CliErrorCode } from "../cli-errors.js";
 import { contextNamespace } from "./kube-access.js";
@@ -23,6 +28,11 @@ import type { BranchRequest } from "../local/branch-config.js";
 import type { BranchProgress } from "./branch-wait.js";
 import type { BranchHandle, ReadyBranch } from "./kube-branches.js";
 import { branchRefs, prepareBranches, releaseBranches } from "./session-branches.js";
+import { queueRewrites, readyQueues, type ReadyQueueSplit } from "./session-queues.js";
+import type { EnvQueueRewrite } from "../session/session-requests.js";
+
+/** The feature an install advertises when its control planes split SQS queues. */
+export const SQS_FEATURE = "SqsQueueSplitting";
 
 export interface OpenSessionOptions {
   kubeConfig: KubeConfig;
@@ -47,6 +57,12 @@ export interface OpenSessionOptions {
   /** Each branch once its CR exists (created, or reused when shared). */
   onBranch?: (h: BranchHandle, reused: boolean) => void;
   onBranchProgress?: (p: BranchProgress) => void;
+  /** SQS queue splits (connectParams.sqsSplit); the start also waits for each to be Splitting. */
+  queues?: readonly SqsQueueSplit[];
+  /** Each change of a queue split's phase, reason or message, once. */
+  onQueueProgress?: (q: QueueSplitStatus) => void;
+  /** The QueueSplitOverlap condition's message, once, when the session carries it. */
+  onQueueOverlap?: (message: string) => void;
   signal?: AbortSignal;
   client?: Partial<Omit<SessionClientOptions, "sessionId" | "secret" | "urls" | "caPem">>;
 }
@@ -63,10 +79,17 @@ export class Session {
     /** Ready branches with their credentials (never log them). */
     readonly branches: readonly ReadyBranch[] = [],
     private readonly kubeConfig?: KubeConfig,
+    /** Splitting queue splits: where each split variable points for the local process. */
+    readonly queues: readonly ReadyQueueSplit[] = [],
   ) {}
 
   get id(): string {
     return this.handle.id;
+  }
+
+  /** The EnvGet rewrites (`client.env({ queues })`) pointing each split variable at its output queue. */
+  queueRewrites(): EnvQueueRewrite[] {
+    return queueRewrites(this.queues);
   }
 
   /**
@@ -102,6 +125,20 @@ export async function openSession(o: OpenSessionOptions): Promise<Session> {
   const override = o.routerUrls?.length ? o.routerUrls.map((u) => normalizeRouterUrl(u)) : undefined;
   const published = operator.status?.routerEndpoint ? routerBaseUrl(operator) : undefined;
   if (!override && !published && mode === "multi-cluster") routerBaseUrl(operator);
+  const splits = o.queues ?? [];
+  // Workload clusters split queues. In single-cluster mode that is this operator; a Primary
+  // forwards splits to its members whatever it advertises itself (a management-only one
+  // never does), and a member that does not split is seen by its split never reporting.
+  if (
+    splits.length > 0 &&
+    mode === "single-cluster" &&
+    !operator.status?.supportedFeatures?.includes(SQS_FEATURE)
+  )
+    throw new CliError(
+      CliErrorCode.FEATURE_UNAVAILABLE,
+      `this Switchyard install does not split SQS queues (its SwitchyardOperator does not list ${SQS_FEATURE}): ` +
+        "install the chart with queues.sqs.enabled=true, or remove queues from switchyard.json",
+    );
   const kube = new KubeSessions(o.kubeConfig);
   const name = newSessionName(mode);
   const branches = await prepareBranches(o.kubeConfig, o.branches ?? [], {
@@ -112,12 +149,15 @@ export async function openSession(o: OpenSessionOptions): Promise<Session> {
     ...(o.onBranch ? { onBranch: o.onBranch } : {}),
     ...(o.onBranchProgress ? { onProgress: o.onBranchProgress } : {}),
   });
-  const connectParams = branches.length
+  const withBranches = branches.length
     ? {
         ...o.connectParams,
         databaseBranches: [...(o.connectParams?.databaseBranches ?? []), ...branchRefs(branches)],
       }
     : o.connectParams;
+  const connectParams = splits.length
+    ? { ...withBranches, sqsSplit: [...(withBranches?.sqsSplit ?? []), ...splits] }
+    : withBranches;
   let handle: SessionHandle;
   try {
     handle = await kube.create(
@@ -137,12 +177,17 @@ export async function openSession(o: OpenSessionOptions): Promise<Session> {
   }
   o.onCreated?.(handle);
   try {
+    const onQueues = queueReporter(o);
     const progress = await kube.waitReady(
       handle,
       {
         ...(o.signal ? { signal: o.signal } : {}),
         ...(o.readyTimeoutMs !== undefined ? { timeoutMs: o.readyTimeoutMs } : {}),
-        ...(o.onProgress ? { onProgress: o.onProgress } : {}),
+        onProgress: (p) => {
+          onQueues(p);
+          o.onProgress?.(p);
+        },
+        queues: splits.map((q) => q.queueId),
       },
       operator.spec.clusterName,
     );
@@ -157,7 +202,8 @@ export async function openSession(o: OpenSessionOptions): Promise<Session> {
       ...(o.routerCaPem ? { caPem: o.routerCaPem } : {}),
     });
     await client.connect(o.signal);
-    return new Session(handle, client, operator, progress, kube, branches, o.kubeConfig);
+    const queues = readyQueues(progress.queues, splits);
+    return new Session(handle, client, operator, progress, kube, branches, o.kubeConfig, queues);
   } catch (err) {
     await kube.delete(handle).catch(() => {});
     await releaseBranches(o.kubeConfig, branches).catch(() => {});
@@ -170,4 +216,22 @@ export async function openSession(o: OpenSessionOptions): Promise<Session> {
       },
     );
   }
+}
+
+/** Reports each queue split's changes once, and the overlap warning once. */
+function queueReporter(o: OpenSessionOptions): (p: SessionProgress) => void {
+  const last = new Map<string, string>();
+  let warned = false;
+  return (p) => {
+    for (const q of p.queues ?? []) {
+      const key = JSON.stringify([q.phase, q.reason, q.message]);
+      if (last.get(q.queueId) === key) continue;
+      last.set(q.queueId, key);
+      o.onQueueProgress?.(q);
+    }
+    if (p.overlap && !warned) {
+      warned = true;
+      o.onQueueOverlap?.(p.overlap);
+    }
+  };
 }

@@ -2,7 +2,8 @@
 // and huge strings, bad regexes, unknown keys, duplicate ports) and text that is not JSON.
 // Every outcome is a configuration the session can be opened with — its target parses, its
 // ports are valid, its TTL is one the session CRDs accept, each database branch is a spec
-// the branch CRD accepts (schema and rules) — or a CliError
+// the branch CRD accepts (schema and rules), each queue split one the session CRDs and the
+// splitters accept (schema, a filter, RE2 regexes, body paths, each queue once) — or a CliError
 // SWITCHYARD_CLI_CONFIG_INVALID on one line, naming the field of the file (prefixed with the
 // file's name when the value came from it), of bounded size.
 import { Value } from "@sinclair/typebox/value";
@@ -11,10 +12,12 @@ import { describe, expect, it } from "vitest";
 import { FUZZ_SEED, fuzzParameters } from "../../../../test/support/fuzz-parameters.js";
 import { mutatedJson, type Json } from "../../../../test/support/mutated-json.js";
 import {
+  BODY_PATH_PATTERN,
   ENV_VAR_PATTERN,
   mysqlBranchDatabaseCrd,
   parseTarget,
   pgBranchDatabaseCrd,
+  SqsQueueSplit,
   TTL_SECONDS_MAX,
   TTL_SECONDS_MIN,
 } from "../../../../proto/api/v1alpha1/index.js";
@@ -48,6 +51,15 @@ const valid: Json = {
     },
   ],
   branchTimeoutSeconds: 60,
+  queues: [
+    {
+      id: "orders",
+      messageFilter: { tenant: "^dev-(alice|bob)$" },
+      bodyFilter: [{ path: "$.order.tier", matches: "^gold$" }],
+      mode: "mirror",
+    },
+    { id: "refunds.fifo", bodyFilter: [{ path: "$['items'][0].sku", matches: "." }] },
+  ],
 };
 
 /** The whole outcome: a configuration, or the error text (failing on anything but a config CliError). */
@@ -95,6 +107,18 @@ function expectUsable(cfg: ReturnType<typeof resolveConfig>): void {
     const src = b.spec.source;
     if (!src.fromEnv) expect(src.host && src.database && src.user).toBeTruthy();
     if (b.spec.copy?.mode === "all") expect(b.spec.copy.filters).toBeUndefined();
+  }
+  // Every queue split is one the session CRDs accept (schema and the filter rule) and the
+  // splitters compile (RE2 regexes, body paths), each queue once.
+  expect(new Set(cfg.queues.map((q) => q.queueId)).size).toBe(cfg.queues.length);
+  for (const q of cfg.queues) {
+    expect(Value.Check(SqsQueueSplit, q), JSON.stringify(q)).toBe(true);
+    expect(q.messageFilter ?? q.bodyFilter).toBeDefined();
+    for (const re of Object.values(q.messageFilter ?? {})) expect(() => compileFilterRegex(re)).not.toThrow();
+    for (const c of q.bodyFilter ?? []) {
+      expect(c.path).toMatch(new RegExp(BODY_PATH_PATTERN));
+      expect(() => compileFilterRegex(c.matches)).not.toThrow();
+    }
   }
 }
 

@@ -16,6 +16,7 @@ describe("session config", () => {
       proxy: true,
       branches: [],
       branchTimeoutSeconds: 120,
+      queues: [],
     });
   });
 

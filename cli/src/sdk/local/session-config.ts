@@ -4,7 +4,7 @@
 // Flags win over the file; the result is validated once with errors naming the field.
 import { readFileSync } from "node:fs";
 import { z } from "zod";
-import { parseTarget, TTL_SECONDS_MAX } from "../../../../proto/api/v1alpha1/index.js";
+import { parseTarget, TTL_SECONDS_MAX, type SqsQueueSplit } from "../../../../proto/api/v1alpha1/index.js";
 import { CliError, CliErrorCode } from "../cli-errors.js";
 import { filterFromFlags, type HttpFilterNames, type HttpFilterSpec } from "../session/http-filter.js";
 import {
@@ -15,6 +15,7 @@ import {
   resolveBranches,
   type BranchRequest,
 } from "./branch-config.js";
+import { QueueConfigEntry, resolveQueues } from "./queue-config.js";
 
 const PortSpec = z.union([z.number().int(), z.string()]);
 /** Shortest TTL the CLI asks for: below its heartbeat period a session would expire while in use. */
@@ -58,6 +59,8 @@ export const SessionConfigFile = z.strictObject({
     .min(BRANCH_TIMEOUT_SECONDS_MIN)
     .max(BRANCH_TIMEOUT_SECONDS_MAX)
     .optional(),
+  /** SQS queues split between the session and the deployed consumers (queue-config.ts). */
+  queues: z.array(QueueConfigEntry).optional(),
 });
 export type SessionConfigFile = z.infer<typeof SessionConfigFile>;
 
@@ -108,6 +111,8 @@ export interface SessionConfig {
   branches: BranchRequest[];
   /** Seconds to wait for every branch to be Ready. */
   branchTimeoutSeconds: number;
+  /** SQS queue splits, the session's connectParams.sqsSplit (empty: none). */
+  queues: SqsQueueSplit[];
 }
 
 function invalid(message: string): CliError {
@@ -275,6 +280,7 @@ export function resolveConfig(
     proxy: flags.proxy ?? file.proxy ?? true,
     branches: resolveBranches(file.branches ?? [], target, bad),
     branchTimeoutSeconds: file.branchTimeoutSeconds ?? BRANCH_TIMEOUT_SECONDS_DEFAULT,
+    queues: resolveQueues(file.queues ?? [], bad),
   };
 }
 

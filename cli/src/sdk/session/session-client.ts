@@ -52,6 +52,7 @@ export type {
   ClusterHealthInfo,
   EnvBranchRewrite,
   EnvOptions,
+  EnvQueueRewrite,
   FileStatInfo,
   PingResult,
 } from "./session-requests.js";

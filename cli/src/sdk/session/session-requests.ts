@@ -35,10 +35,18 @@ export interface EnvOptions {
    * (database, user, password, host, port replaced). The password is sent, never logged.
    */
   branches?: EnvBranchRewrite[];
+  /**
+   * SQS queue splits: each variable naming a split queue set to the session's output queue
+   * by the Default agent (`Session.queueRewrites()`).
+   */
+  queues?: EnvQueueRewrite[];
 }
 
 /** One variable pointed at a database branch: the EnvGet's BranchRewrite message. */
 export type EnvBranchRewrite = Omit<pb.BranchRewrite, "$typeName" | "$unknown">;
+
+/** One variable pointed at a queue split's output queue: the EnvGet's QueueRewrite message. */
+export type EnvQueueRewrite = Omit<pb.QueueRewrite, "$typeName" | "$unknown">;
 
 export interface ClusterHealthInfo {
   cluster: string;
@@ -71,6 +79,7 @@ export class SessionRequests {
         include: opts.include ?? [],
         exclude: opts.exclude ?? [],
         branches: opts.branches ?? [],
+        queues: opts.queues ?? [],
       },
       pb.EnvResultSchema,
     );

@@ -2,7 +2,8 @@
 // as the kubelet would), with the DB-branch rewrites applied, then narrowed by the
 // request's include/exclude globs and names. Rewrites (branch-rewrite.ts): first the older
 // database-only form — from the EnvGet when it sets both branch_variable and branch, else
-// from the session's grant (its secrets-file entry) — then each of EnvGet.branches.
+// from the session's grant (its secrets-file entry) — then each of EnvGet.branches, then
+// each of EnvGet.queues (queue-rewrite.ts).
 // Rewriting before filtering means a branch variable the request leaves out is still
 // checked, and still never answered with the source database in it.
 // Failures answer `EnvResult.error = "<CODE>: <message>"`; a failed API read is
@@ -12,6 +13,7 @@ import { encodeFrame } from "../../../../proto/frame-codec.js";
 import { EnvKind, EnvResultSchema, FrameFamily, type EnvGet } from "../../../../proto/gen/session_pb.js";
 import { rewriteBranchDatabase, rewriteBranches, type BranchDatabaseRewrite } from "./branch-rewrite.js";
 import { filterEnv } from "./env-resolver.js";
+import { rewriteQueues } from "./queue-rewrite.js";
 import type { TargetView } from "./target-view.js";
 
 export interface EnvRequest {
@@ -44,7 +46,7 @@ export async function answerEnv(r: EnvRequest): Promise<void> {
         ? { variable: get.branchVariable, branch: get.branch }
         : r.sessionBranch;
     if (branch) env = rewriteBranchDatabase(env, branch);
-    env = filterEnv(rewriteBranches(env, get.branches), get.include, get.exclude);
+    env = filterEnv(rewriteQueues(rewriteBranches(env, get.branches), get.queues), get.include, get.exclude);
     const vars: Record<string, string> = {};
     if (get.names.length > 0) {
       for (const n of get.names) {
