@@ -333,7 +333,12 @@ async function expectVerdicts(
       const name = s.spec.target.split("/")[1]!;
       if (name === "web") {
         verdicts.served++;
-        expect(obj.status?.phase).toBe("Ready");
+        // These control planes split no queues: a session asking for a split is Failed, naming the fix.
+        const splits = (s.spec as { connectParams?: { sqsSplit?: unknown[] } }).connectParams?.sqsSplit ?? [];
+        if (splits.length > 0) {
+          expect(obj.status?.phase).toBe("Failed");
+          expect(JSON.stringify(obj.status)).toContain("queues.sqs.enabled=true");
+        } else expect(obj.status?.phase).toBe("Ready");
         return;
       }
       // Allowed, but nothing of that name: Failed, naming the target (the parent shows its child's error).

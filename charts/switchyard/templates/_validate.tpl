@@ -362,6 +362,9 @@ cluster keyed by its EKS name, that name lowercased, '_' as '-', cut to 63, trai
 {{- if and (not $sqs.enabled) (or $sqs.region $sqs.endpoint) -}}
   {{- $errs = append $errs (printf "queues.sqs.%s: has no effect while queues.sqs.enabled is false. Fix: set queues.sqs.enabled: true, or set it to \"\"" (ternary "region" "endpoint" (not (empty $sqs.region)))) -}}
 {{- end -}}
+{{- if and (not $sqs.enabled) $sqs.credentialsSecret -}}
+  {{- $errs = append $errs "queues.sqs.credentialsSecret: has no effect while queues.sqs.enabled is false. Fix: set queues.sqs.enabled: true, or set it to \"\"" -}}
+{{- end -}}
 
 {{- if $errs -}}
 {{- fail (printf "\nswitchyard values are invalid (%d problem%s):\n  - %s" (len $errs) (ternary "" "s" (eq (len $errs) 1)) (join "\n  - " $errs)) -}}

@@ -129,6 +129,25 @@ describe("queues.sqs renders", () => {
   });
 });
 
+describe("queues.sqs.credentialsSecret", () => {
+  it("becomes the control plane's environment from the Secret, only when splitting", async () => {
+    const envFrom = (manifests: readonly Manifest[]) =>
+      (
+        find(manifests, "Deployment", "switchyard-control-plane") as unknown as {
+          spec: { template: { spec: { containers: { envFrom?: unknown[] }[] } } };
+        }
+      ).spec.template.spec.containers[0]!.envFrom;
+    expect(
+      envFrom(
+        await helm.template(
+          member({ enabled: true, endpoint: "http://elasticmq:9324", credentialsSecret: "sqs-creds" }),
+        ),
+      ),
+    ).toEqual([{ secretRef: { name: "sqs-creds" } }]);
+    expect(envFrom(await helm.template(member({ enabled: true })))).toBeUndefined();
+  });
+});
+
 describe("helm template refuses queues.sqs values the control plane would refuse, naming the field", () => {
   it.each<[string, Values, string[]]>([
     [
@@ -170,6 +189,16 @@ describe("helm template refuses queues.sqs values the control plane would refuse
       ["/queues/sqs/region"],
     ],
     ["schema: enabled not a boolean", member({ enabled: "yes" }), ["/queues/sqs/enabled"]],
+    [
+      "credentials without splitting",
+      member({ enabled: false, credentialsSecret: "sqs-creds" }),
+      ["queues.sqs.credentialsSecret: has no effect while queues.sqs.enabled is false"],
+    ],
+    [
+      "schema: a Secret name that is not one",
+      member({ enabled: true, credentialsSecret: "Sqs_Creds" }),
+      ["/queues/sqs/credentialsSecret"],
+    ],
     ["schema: a misspelt field", { queues: { sqs: { enabled: true, regions: "x" } } }, ["regions"]],
   ])("%s", async (_what, values, expected) => {
     const r = await helm.run(["template", "switchyard", chartDir, "--namespace", "switchyard"], [values]);

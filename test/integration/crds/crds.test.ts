@@ -77,7 +77,7 @@ const validChild = (parent: string, cluster: string) => ({
     parent: { name: parent, cluster, primaryClusterId: "primary" },
     connectParams: {
       databaseBranches: [{ envVar: "DATABASE_URL", kind: "PgBranchDatabase" as const, name: "branch-1" }],
-      sqsSplit: [{ queueId: "orders.fifo", messageFilter: { tenant: "^dev-.*$" } }],
+      sqsSplit: [{ queueId: "orders.fifo", messageFilter: { tenant: "^dev-.*$" }, mode: "steal" as const }],
       outputQueues: { east: { "orders.fifo": "https://sqs.eu-west-1.amazonaws.com/1/tmp-orders.fifo" } },
       featureFlags: { layerReconnect: true },
     },

@@ -381,24 +381,54 @@ describe("primary-mode session lifecycle", () => {
         [LABELS.primary]: "primary",
         [LABELS.cluster]: c,
       });
-      expect(child.spec.parent).toEqual({ name, cluster: c, primaryClusterId: "primary" });
+      expect(child.spec.parent).toEqual({
+        name,
+        cluster: c,
+        primaryClusterId: "primary",
+        ...(c === "east" ? { defaultCluster: true } : {}),
+      });
       expect(child.spec.target).toBe("deployment/web");
       expect(child.spec.clientKeyHash).toBe(sha256(secrets![c]!));
       expect(child.spec.clientKeyHash).not.toBe(CLIENT_KEY_HASH);
       expect(child.spec.ttlSeconds).toBe(60);
-      // Everyone gets the output queue map and flags; only the Default child branches and SQS splits.
-      expect(child.spec.connectParams?.outputQueues).toEqual({
-        east: { orders: "https://sqs.example/east-orders-tmp" },
-      });
+      // Everyone gets the flags and the SQS split; only the Default child branches. Output queues
+      // come from the Default child's status, never from the parent's own connectParams.
+      expect(child.spec.connectParams?.outputQueues).toBeUndefined();
       expect(child.spec.connectParams?.featureFlags).toEqual({ steal: true });
-      if (c === "east") {
-        expect(child.spec.connectParams?.databaseBranches).toHaveLength(1);
-        expect(child.spec.connectParams?.sqsSplit).toHaveLength(1);
-      } else {
-        expect(child.spec.connectParams?.databaseBranches).toBeUndefined();
-        expect(child.spec.connectParams?.sqsSplit).toBeUndefined();
-      }
+      expect(child.spec.connectParams?.sqsSplit).toEqual([
+        { queueId: "orders", messageFilter: { tenant: "^dev-.*" }, mode: "steal" },
+      ]);
+      if (c === "east") expect(child.spec.connectParams?.databaseBranches).toHaveLength(1);
+      else expect(child.spec.connectParams?.databaseBranches).toBeUndefined();
     }
+    // The Default child reports its output queue: every other child is told where to send,
+    // and the parent shows the Default's splits (what the CLI reads).
+    const out = "https://sqs.example/000000000000/sy-o-1234abcd-orders";
+    await clusterSessionClient(kcs.east).patchStatus(
+      { namespace: APP_NS, name: `${name}-east` },
+      {
+        queues: [
+          {
+            queueId: "orders",
+            phase: "Splitting",
+            envVar: "ORDERS_QUEUE_URL",
+            outputQueueUrl: out,
+            localValue: out,
+          },
+        ],
+      },
+    );
+    await eventually("west told the Default's output queue", async () => {
+      const west = (await childrenOf(name)).west!;
+      return (
+        JSON.stringify(west.spec.connectParams?.outputQueues) === JSON.stringify({ east: { orders: out } })
+      );
+    });
+    expect((await childrenOf(name)).east!.spec.connectParams?.outputQueues).toBeUndefined();
+    await eventually("the parent mirrors the Default's splits", async () => {
+      const p = await getParent(name);
+      return p?.status?.queues?.[0]?.localValue === out;
+    });
     // The Primary renews each child's TTL.
     await eventually("every child renewed", async () => {
       const now = await childrenOf(name);
