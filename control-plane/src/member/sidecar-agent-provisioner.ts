@@ -296,7 +296,7 @@ type JsonPatchOp =
   { op: "add" | "replace" | "test"; path: string; value: unknown } | { op: "remove"; path: string };
 
 /** RFC 6901: `~` and `/` in a key. */
-function pointer(key: string): string {
+export function pointer(key: string): string {
   return key.replace(/~/g, "~0").replace(/\//g, "~1");
 }
 

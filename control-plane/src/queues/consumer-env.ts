@@ -8,6 +8,7 @@
 // (workload-json.ts) so that no field of a newer API server is dropped.
 import { AppsV1Api, PatchStrategy, setHeaderOptions, type KubeConfig } from "@kubernetes/client-node";
 import { GROUP, type ConsumedQueue } from "../../../proto/api/v1alpha1/index.js";
+import { pointer } from "../member/sidecar-agent-provisioner.js";
 import { readWorkloadJson } from "../member/workload-json.js";
 import { ConflictReconcileError } from "../runtime/index.js";
 
@@ -173,7 +174,7 @@ export class ConsumerEnv {
     saved: Record<string, SavedQueueVar>,
     sets: { ci: number; ei: number; value: string }[],
   ): Promise<void> {
-    const annotationPath = `/metadata/annotations/${SPLIT_QUEUES_ANNOTATION.replace(/~/g, "~0").replace(/\//g, "~1")}`;
+    const annotationPath = `/metadata/annotations/${pointer(SPLIT_QUEUES_ANNOTATION)}`;
     const ops: { op: string; path: string; value?: unknown }[] = [
       { op: "test", path: "/metadata/resourceVersion", value: w.metadata.resourceVersion },
     ];

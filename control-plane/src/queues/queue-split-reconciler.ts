@@ -57,7 +57,6 @@ export interface QueueSplitReconcilerOptions {
   clusterId: string;
   sessions: () => readonly ClusterSession[];
   consumers: () => readonly QueueConsumer[];
-  rolloutDone?: typeof rolloutDone;
   logger?: Logger;
   /** Re-check a waiting split this often, ms (default 2 000). */
   waitingRecheckMs?: number;
@@ -246,7 +245,7 @@ export class QueueSplitReconciler implements Reconciler {
       });
       // Until every pod reads the temporary queue, old pods still take messages from the
       // original one past the filter: the split is in force once the rollout is done.
-      if (!(await (this.#o.rolloutDone ?? rolloutDone)(this.#o.kubeConfig, ref))) {
+      if (!(await rolloutDone(this.#o.kubeConfig, ref))) {
         for (const w of live) {
           const e = w.entries.get(id);
           if (e?.phase !== "Splitting") continue;
@@ -263,7 +262,16 @@ export class QueueSplitReconciler implements Reconciler {
       this.#o.splitters.setRoutes(namespace, keyName, id, []);
     }
     for (const w of ending) w.pendingCleanup ||= await this.#dropOutput(w, id, original, signal);
-    if (live.length === 0) waiting ||= await this.#unsplit(namespace, keyName, ref, id, original, signal);
+    if (live.length === 0)
+      waiting ||= await this.#unsplit(
+        namespace,
+        keyName,
+        ref,
+        id,
+        original,
+        current.saved !== undefined,
+        signal,
+      );
     return waiting;
   }
 
@@ -357,11 +365,13 @@ export class QueueSplitReconciler implements Reconciler {
     ref: ConsumerRef,
     id: string,
     original: QueueRef,
+    /** The workload still saves this split (read by the caller moments ago). */
+    split: boolean,
     signal: AbortSignal,
   ): Promise<boolean> {
     await this.#o.splitters.stop(namespace, keyName, id);
     const drainKey = `${namespace}/${keyName}`;
-    if ((await this.#o.consumerEnv.saved(ref))[id]) {
+    if (split) {
       await this.#o.consumerEnv.restore(ref, id);
       this.#o.logger?.info(
         { consumer: `${ref.kind}/${ref.name}`, namespace, queue: id },
@@ -374,7 +384,7 @@ export class QueueSplitReconciler implements Reconciler {
       [QUEUE_TAGS.consumer]: consumerTag(ref, id),
     });
     const draining = this.#draining.get(drainKey) ?? new Set<string>();
-    if (temps.length > 0 && !(await (this.#o.rolloutDone ?? rolloutDone)(this.#o.kubeConfig, ref))) {
+    if (temps.length > 0 && !(await rolloutDone(this.#o.kubeConfig, ref))) {
       this.#draining.set(drainKey, draining.add(id));
       return true;
     }
