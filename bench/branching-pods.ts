@@ -10,7 +10,7 @@ import { BranchController } from "../control-plane/src/branching/branch-controll
 import { PgPodBranches } from "../control-plane/src/branching/pod-branches.js";
 import { installCrds } from "../control-plane/src/runtime/index.js";
 import { pgBranchDatabaseClient, type BranchDatabase } from "../proto/api/v1alpha1/index.js";
-import { POSTGRES_IMAGE, POSTGRES_IMAGE_UID, postgresImage } from "../test/env/databases/postgres-image.js";
+import { POSTGRES_IMAGE, postgresImage, postgresPodSpec } from "../test/env/databases/postgres-image.js";
 import { startClusterSet } from "../test/env/index.js";
 import { startNodes } from "../test/env/node/node-set.js";
 
@@ -65,32 +65,12 @@ async function startSource(kc: KubeConfig, mb: number): Promise<number> {
     namespace: NS,
     body: {
       metadata: { name: "source", labels: { app: "source" } },
-      spec: {
-        securityContext: { runAsNonRoot: true, runAsUser: POSTGRES_IMAGE_UID, fsGroup: POSTGRES_IMAGE_UID },
-        containers: [
-          {
-            name: "postgres",
-            image: POSTGRES_IMAGE,
-            imagePullPolicy: "Never",
-            env: [
-              { name: "POSTGRES_USER", value: "app" },
-              { name: "POSTGRES_DB", value: "bench" },
-              { name: "POSTGRES_PASSWORD", value: PASSWORD },
-              { name: "PGDATA", value: "/var/lib/postgresql/data/pgdata" },
-            ],
-            ports: [{ containerPort: 5432 }],
-            readinessProbe: { tcpSocket: { port: 5432 }, periodSeconds: 1 },
-            volumeMounts: [
-              { name: "data", mountPath: "/var/lib/postgresql/data" },
-              { name: "init", mountPath: "/docker-entrypoint-initdb.d" },
-            ],
-          },
-        ],
-        volumes: [
-          { name: "data", emptyDir: {} },
-          { name: "init", configMap: { name: "source-init" } },
-        ],
-      },
+      spec: postgresPodSpec({
+        user: "app",
+        database: "bench",
+        password: PASSWORD,
+        initConfigMap: "source-init",
+      }),
     },
   });
   await core.createNamespacedService({

@@ -72,6 +72,9 @@ async function startCli(
         `--${mode}`,
         "--port",
         `8080:${localPort}`,
+        // The outgoing arm uses the proxy variables; its sink is on loopback, which the
+        // transparent network keeps local.
+        "--network=proxy",
         ...extra,
         "--",
         process.execPath,

@@ -14,6 +14,7 @@
 //   branching [--size-mb n] [--runs n] [--no-pods]                  database branches: time to Ready vs the plain tools
 //   queues [--messages n] [--runs n] [--rate n] [--seconds n] [--consumers n] [--splitter-loops n] [--quick]
 //                                                                   SQS splitting: consumer throughput and latency, direct vs split
+//   transparent [--runs n] [--mib n]                                real pods: exec --network=transparent vs proxy, bulk and connect
 import { Command } from "commander";
 import { defaultRouterBench, runRouterBench } from "./router-bench.js";
 import { defaultK6Bench, K6_SCENARIOS, runK6Bench, type K6Scenario } from "./k6-bench.js";
@@ -27,6 +28,7 @@ import { defaultMemberLatencyBench, runMemberLatencyBench } from "./member-laten
 import { defaultPodsBench, runPodsBench } from "./pods.js";
 import { defaultBranchingBench, runBranchingBench } from "./branching.js";
 import { defaultQueuesBench, quickQueuesBench, runQueuesBench } from "./queues.js";
+import { defaultTransparentBench, runTransparentBench } from "./transparent.js";
 import { CHAOS_SCENARIOS, defaultChaosBench, runChaosBench, type ChaosScenario } from "./chaos.js";
 
 const program = new Command("bench");
@@ -288,4 +290,15 @@ program
       process.exit(0);
     },
   );
+program
+  .command("transparent")
+  .description(
+    "real pods: outgoing TCP of exec --network=transparent vs --network=proxy (bulk MiB/s, connect latency), direct as reference",
+  )
+  .option("--runs <n>", "runs per arm (the arms take turns)", String(defaultTransparentBench.runs))
+  .option("--mib <n>", "MiB downloaded over one connection per run", String(defaultTransparentBench.mib))
+  .action(async (o: { runs: string; mib: string }) => {
+    await runTransparentBench({ runs: Number(o.runs), mib: Number(o.mib) });
+    process.exit(0);
+  });
 await program.parseAsync();

@@ -23,6 +23,7 @@ const entries: ReadonlyArray<readonly [pb.FrameFamily, number, DescMessage]> = [
   [F.FILE, pb.FileKind.READ_DIR, pb.FileReadDirSchema],
   [F.FILE, pb.FileKind.STAT, pb.FileStatSchema],
   [F.FILE, pb.FileKind.CLOSE, pb.FileCloseSchema],
+  [F.FILE, pb.FileKind.MOUNTS, pb.FileMountsSchema],
   [F.FILE, pb.FileKind.RESULT, pb.FileResultSchema],
   [F.DNS, pb.DnsKind.GETADDRINFO, pb.DnsGetAddrInfoSchema],
   [F.DNS, pb.DnsKind.REVERSE, pb.DnsReverseSchema],

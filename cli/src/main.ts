@@ -78,6 +78,9 @@ function sessionConfig(o: SessionCmdOpts, proxySource?: string): ReturnType<type
     "envExclude",
     "ttl",
     "proxy",
+    "network",
+    "keepLocal",
+    "files",
   ] as const;
   for (const k of keys) if (o[k] !== undefined) (flags as Record<string, unknown>)[k] = o[k];
   // commander gives --no-proxy a default of true; only an explicit flag overrides the file.
@@ -149,7 +152,19 @@ export function buildProgram(out: Out, setExit: (code: number) => void): Command
       .option("--http-path <regex>", "steal only requests whose path matches")
       .option("--http-method <method>", "steal only requests with this method")
       .addOption(new Option("--http-match <all|any>", "how HTTP conditions combine").choices(["all", "any"]))
-      .option("--no-proxy", "do not give CMD the SOCKS5/HTTP proxy through the default cluster"),
+      .option("--no-proxy", "do not give CMD the SOCKS5/HTTP proxy through the default cluster")
+      .addOption(
+        new Option(
+          "--network <mode>",
+          "transparent: CMD's network, DNS and files are the default cluster's (Linux, no root); proxy: only the proxy variables; auto (default): transparent where possible",
+        ).choices(["auto", "transparent", "proxy"]),
+      )
+      .option("--keep-local <cidr>", "address or CIDR CMD reaches from this machine (repeatable)", collect)
+      .option(
+        "--files <path>",
+        "a container path to show CMD besides the target's mounts (repeatable)",
+        collect,
+      ),
   ).action(
     guarded(async (command: string[], _o: unknown, cmd: Command) => {
       const o = globals(cmd);

@@ -31,7 +31,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file session.proto.
  */
 export const file_session: GenFile = /*@__PURE__*/
-  fileDesc("Cg1zZXNzaW9uLnByb3RvEhVzd2l0Y2h5YXJkLnNlc3Npb24udjEiPwoFSGVsbG8SEwoLbWluX3ZlcnNpb24YASABKA0SEwoLbWF4X3ZlcnNpb24YAiABKA0SDAoEcGVlchgDIAEoCSIpCghIZWxsb0FjaxIPCgd2ZXJzaW9uGAEgASgNEgwKBHBlZXIYAiABKAkiFwoFQ2xvc2USDgoGcmVhc29uGAEgASgJIhkKCExvZ0xldmVsEg0KBWxldmVsGAEgASgJIiUKA0xvZxINCgVsZXZlbBgBIAEoCRIPCgdtZXNzYWdlGAIgASgJImkKDVByb3RvY29sRXJyb3ISDAoEY29kZRgBIAEoCRIPCgdtZXNzYWdlGAIgASgJEg8KB2NsdXN0ZXIYAyABKAkSFAoMZnJhbWVfZmFtaWx5GAQgASgNEhIKCmZyYW1lX2tpbmQYBSABKA0iqgEKDlVwc3RyZWFtU3RhdHVzEg8KB2NsdXN0ZXIYASABKAkSMwoFc3RhdGUYAiABKA4yJC5zd2l0Y2h5YXJkLnNlc3Npb24udjEuVXBzdHJlYW1TdGF0ZRINCgVlcnJvchgDIAEoCRITCgtyZXRyeV9pbl9tcxgEIAEoDRISCgppc19kZWZhdWx0GAUgASgIEhoKEmNvbm5lY3Rpb25zX2Nsb3NlZBgGIAEoDSIeCgRQaW5nEhYKDnNlbnRfYXRfbWljcm9zGAEgASgEInYKDUNsdXN0ZXJIZWFsdGgSDwoHY2x1c3RlchgBIAEoCRIxCgVzdGF0ZRgCIAEoDjIiLnN3aXRjaHlhcmQuc2Vzc2lvbi52MS5IZWFsdGhTdGF0ZRISCgpydHRfbWljcm9zGAMgASgNEg0KBWVycm9yGAQgASgJIlYKBFBvbmcSFgoOc2VudF9hdF9taWNyb3MYASABKAQSNgoIY2x1c3RlcnMYAiADKAsyJC5zd2l0Y2h5YXJkLnNlc3Npb24udjEuQ2x1c3RlckhlYWx0aCLPAQoGRW52R2V0Eg0KBW5hbWVzGAEgAygJEg8KB2luY2x1ZGUYAiADKAkSDwoHZXhjbHVkZRgDIAMoCRIXCg9icmFuY2hfdmFyaWFibGUYBCABKAkSDgoGYnJhbmNoGAUgASgJEjYKCGJyYW5jaGVzGAYgAygLMiQuc3dpdGNoeWFyZC5zZXNzaW9uLnYxLkJyYW5jaFJld3JpdGUSMwoGcXVldWVzGAcgAygLMiMuc3dpdGNoeWFyZC5zZXNzaW9uLnYxLlF1ZXVlUmV3cml0ZSIvCgxRdWV1ZVJld3JpdGUSEAoIdmFyaWFibGUYASABKAkSDQoFdmFsdWUYAiABKAkibwoNQnJhbmNoUmV3cml0ZRIQCgh2YXJpYWJsZRgBIAEoCRIQCghkYXRhYmFzZRgCIAEoCRIMCgR1c2VyGAMgASgJEhAKCHBhc3N3b3JkGAQgASgJEgwKBGhvc3QYBSABKAkSDAoEcG9ydBgGIAEoDSKBAQoJRW52UmVzdWx0EjgKBHZhcnMYASADKAsyKi5zd2l0Y2h5YXJkLnNlc3Npb24udjEuRW52UmVzdWx0LlZhcnNFbnRyeRINCgVlcnJvchgCIAEoCRorCglWYXJzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASInCghGaWxlT3BlbhIMCgRwYXRoGAEgASgJEg0KBXdyaXRlGAIgASgIIjoKCEZpbGVSZWFkEg4KBmhhbmRsZRgBIAEoBBIOCgZvZmZzZXQYAiABKAQSDgoGbGVuZ3RoGAMgASgNIhsKC0ZpbGVSZWFkRGlyEgwKBHBhdGgYASABKAkiGAoIRmlsZVN0YXQSDAoEcGF0aBgBIAEoCSIbCglGaWxlQ2xvc2USDgoGaGFuZGxlGAEgASgEIlQKDEZpbGVTdGF0SW5mbxIMCgRzaXplGAEgASgEEgwKBG1vZGUYAiABKA0SGAoQbW9kaWZpZWRfdW5peF9tcxgDIAEoBBIOCgZpc19kaXIYBCABKAgiLAoMRmlsZURpckVudHJ5EgwKBG5hbWUYASABKAkSDgoGaXNfZGlyGAIgASgIIkYKDkZpbGVEaXJFbnRyaWVzEjQKB2VudHJpZXMYASADKAsyIy5zd2l0Y2h5YXJkLnNlc3Npb24udjEuRmlsZURpckVudHJ5ItkBCgpGaWxlUmVzdWx0EhAKBmhhbmRsZRgBIAEoBEgAEg4KBGRhdGEYAiABKAxIABI4CgdlbnRyaWVzGAMgASgLMiUuc3dpdGNoeWFyZC5zZXNzaW9uLnYxLkZpbGVEaXJFbnRyaWVzSAASMwoEc3RhdBgEIAEoCzIjLnN3aXRjaHlhcmQuc2Vzc2lvbi52MS5GaWxlU3RhdEluZm9IABIQCgZjbG9zZWQYBSABKAhIABINCgVlcnJvchgGIAEoCRIPCgdtZXNzYWdlGAcgASgJQggKBnJlc3VsdCIxCg5EbnNHZXRBZGRySW5mbxIMCgRob3N0GAEgASgJEhEKCWlwX2ZhbWlseRgCIAEoDSIdCgpEbnNSZXZlcnNlEg8KB2FkZHJlc3MYASABKAkiMAoKRG5zQWRkcmVzcxIPCgdhZGRyZXNzGAEgASgJEhEKCWlwX2ZhbWlseRgCIAEoDSJjCglEbnNSZXN1bHQSNAoJYWRkcmVzc2VzGAEgAygLMiEuc3dpdGNoeWFyZC5zZXNzaW9uLnYxLkRuc0FkZHJlc3MSEQoJaG9zdG5hbWVzGAIgAygJEg0KBWVycm9yGAMgASgJIigKClRjcENvbm5lY3QSDAoEaG9zdBgBIAEoCRIMCgRwb3J0GAIgASgNIiUKB1VkcEJpbmQSDAoEaG9zdBgBIAEoCRIMCgRwb3J0GAIgASgNIkkKDUNvbm5lY3RSZXN1bHQSFQoNbG9jYWxfYWRkcmVzcxgBIAEoCRISCgpsb2NhbF9wb3J0GAIgASgNEg0KBWVycm9yGAMgASgJIhoKClN0cmVhbURhdGESDAoEZGF0YRgBIAEoDCIcCgtTdHJlYW1DbG9zZRINCgVlcnJvchgBIAEoCSI6CgtVZHBEYXRhZ3JhbRIMCgRkYXRhGAEgASgMEg8KB2FkZHJlc3MYAiABKAkSDAoEcG9ydBgDIAEoDSIwCgtIZWFkZXJNYXRjaBIMCgRuYW1lGAEgASgJEhMKC3ZhbHVlX3JlZ2V4GAIgASgJIkQKDkh0dHBGaWx0ZXJMaXN0EjIKB2ZpbHRlcnMYASADKAsyIS5zd2l0Y2h5YXJkLnNlc3Npb24udjEuSHR0cEZpbHRlciLmAQoKSHR0cEZpbHRlchI0CgZoZWFkZXIYASABKAsyIi5zd2l0Y2h5YXJkLnNlc3Npb24udjEuSGVhZGVyTWF0Y2hIABIUCgpwYXRoX3JlZ2V4GAIgASgJSAASEAoGbWV0aG9kGAMgASgJSAASNwoGYWxsX29mGAQgASgLMiUuc3dpdGNoeWFyZC5zZXNzaW9uLnYxLkh0dHBGaWx0ZXJMaXN0SAASNwoGYW55X29mGAUgASgLMiUuc3dpdGNoeWFyZC5zZXNzaW9uLnYxLkh0dHBGaWx0ZXJMaXN0SABCCAoGZmlsdGVyIlEKCVN1YnNjcmliZRIMCgRwb3J0GAEgASgNEjYKC2h0dHBfZmlsdGVyGAIgASgLMiEuc3dpdGNoeWFyZC5zZXNzaW9uLnYxLkh0dHBGaWx0ZXIiGwoLVW5zdWJzY3JpYmUSDAoEcG9ydBgBIAEoDSJJChJTdWJzY3JpcHRpb25SZXN1bHQSCgoCb2sYASABKAgSDQoFZXJyb3IYAiABKAkSGAoQcmVmdXNlZF9jbHVzdGVycxgDIAMoCSKVAQoNTmV3Q29ubmVjdGlvbhIXCg9zdWJzY3JpcHRpb25faWQYASABKA0SDAoEcG9ydBgCIAEoDRIWCg5yZW1vdGVfYWRkcmVzcxgDIAEoCRITCgtyZW1vdGVfcG9ydBgEIAEoDRIwCgRtb2RlGAUgASgOMiIuc3dpdGNoeWFyZC5zZXNzaW9uLnYxLlRyYWZmaWNNb2RlIikKCkh0dHBIZWFkZXISDAoEbmFtZRgBIAEoCRINCgV2YWx1ZRgCIAEoCSKEAQoLSHR0cFJlcXVlc3QSDgoGbWV0aG9kGAEgASgJEgwKBHBhdGgYAiABKAkSMgoHaGVhZGVycxgDIAMoCzIhLnN3aXRjaHlhcmQuc2Vzc2lvbi52MS5IdHRwSGVhZGVyEgwKBGJvZHkYBCABKAwSFQoNYm9keV9zdHJlYW1lZBgFIAEoCCJ3CgxIdHRwUmVzcG9uc2USDgoGc3RhdHVzGAEgASgNEjIKB2hlYWRlcnMYAiADKAsyIS5zd2l0Y2h5YXJkLnNlc3Npb24udjEuSHR0cEhlYWRlchIMCgRib2R5GAMgASgMEhUKDWJvZHlfc3RyZWFtZWQYBCABKAgiDQoLSHR0cEJvZHlFbmQqlgIKC0ZyYW1lRmFtaWx5EhwKGEZSQU1FX0ZBTUlMWV9VTlNQRUNJRklFRBAAEhgKFEZSQU1FX0ZBTUlMWV9DT05UUk9MEAESFQoRRlJBTUVfRkFNSUxZX1BJTkcQAhIUChBGUkFNRV9GQU1JTFlfRU5WEAMSFQoRRlJBTUVfRkFNSUxZX0ZJTEUQBBIUChBGUkFNRV9GQU1JTFlfRE5TEAUSHQoZRlJBTUVfRkFNSUxZX09VVEdPSU5HX1RDUBAGEh0KGUZSQU1FX0ZBTUlMWV9PVVRHT0lOR19VRFAQBxIdChlGUkFNRV9GQU1JTFlfU1VCU0NSSVBUSU9OEAgSGAoURlJBTUVfRkFNSUxZX1RSQUZGSUMQCSrnAQoLQ29udHJvbEtpbmQSHAoYQ09OVFJPTF9LSU5EX1VOU1BFQ0lGSUVEEAASFgoSQ09OVFJPTF9LSU5EX0hFTExPEAESFgoSQ09OVFJPTF9LSU5EX0NMT1NFEAISGgoWQ09OVFJPTF9LSU5EX0xPR19MRVZFTBADEhsKFkNPTlRST0xfS0lORF9IRUxMT19BQ0sQgQESFwoSQ09OVFJPTF9LSU5EX0VSUk9SEIIBEiEKHENPTlRST0xfS0lORF9VUFNUUkVBTV9TVEFUVVMQgwESFQoQQ09OVFJPTF9LSU5EX0xPRxCEASpOCghQaW5nS2luZBIZChVQSU5HX0tJTkRfVU5TUEVDSUZJRUQQABISCg5QSU5HX0tJTkRfUElORxABEhMKDlBJTkdfS0lORF9QT05HEIEBKksKB0VudktpbmQSGAoURU5WX0tJTkRfVU5TUEVDSUZJRUQQABIQCgxFTlZfS0lORF9HRVQQARIUCg9FTlZfS0lORF9SRVNVTFQQgQEqpQEKCEZpbGVLaW5kEhkKFUZJTEVfS0lORF9VTlNQRUNJRklFRBAAEhIKDkZJTEVfS0lORF9PUEVOEAESEgoORklMRV9LSU5EX1JFQUQQAhIWChJGSUxFX0tJTkRfUkVBRF9ESVIQAxISCg5GSUxFX0tJTkRfU1RBVBAEEhMKD0ZJTEVfS0lORF9DTE9TRRAFEhUKEEZJTEVfS0lORF9SRVNVTFQQgQEqaQoHRG5zS2luZBIYChRETlNfS0lORF9VTlNQRUNJRklFRBAAEhgKFEROU19LSU5EX0dFVEFERFJJTkZPEAESFAoQRE5TX0tJTkRfUkVWRVJTRRACEhQKD0ROU19LSU5EX1JFU1VMVBCBASqcAQoMT3V0Z29pbmdLaW5kEh0KGU9VVEdPSU5HX0tJTkRfVU5TUEVDSUZJRUQQABIZChVPVVRHT0lOR19LSU5EX0NPTk5FQ1QQARIWChJPVVRHT0lOR19LSU5EX0RBVEEQAhIXChNPVVRHT0lOR19LSU5EX0NMT1NFEAMSIQocT1VUR09JTkdfS0lORF9DT05ORUNUX1JFU1VMVBCBASqyAQoQU3Vic2NyaXB0aW9uS2luZBIhCh1TVUJTQ1JJUFRJT05fS0lORF9VTlNQRUNJRklFRBAAEhwKGFNVQlNDUklQVElPTl9LSU5EX01JUlJPUhABEhsKF1NVQlNDUklQVElPTl9LSU5EX1NURUFMEAISIQodU1VCU0NSSVBUSU9OX0tJTkRfVU5TVUJTQ1JJQkUQAxIdChhTVUJTQ1JJUFRJT05fS0lORF9SRVNVTFQQgQEqhAIKC1RyYWZmaWNLaW5kEhwKGFRSQUZGSUNfS0lORF9VTlNQRUNJRklFRBAAEhUKEVRSQUZGSUNfS0lORF9EQVRBEAISFgoSVFJBRkZJQ19LSU5EX0NMT1NFEAMSHgoaVFJBRkZJQ19LSU5EX0hUVFBfUkVTUE9OU0UQBBIiCh5UUkFGRklDX0tJTkRfSFRUUF9SRVNQT05TRV9FTkQQBRIgChtUUkFGRklDX0tJTkRfTkVXX0NPTk5FQ1RJT04QgQESHgoZVFJBRkZJQ19LSU5EX0hUVFBfUkVRVUVTVBCCARIiCh1UUkFGRklDX0tJTkRfSFRUUF9SRVFVRVNUX0VORBCDASpfCg1VcHN0cmVhbVN0YXRlEh4KGlVQU1RSRUFNX1NUQVRFX1VOU1BFQ0lGSUVEEAASFQoRVVBTVFJFQU1fU1RBVEVfVVAQARIXChNVUFNUUkVBTV9TVEFURV9ET1dOEAIqcQoLSGVhbHRoU3RhdGUSHAoYSEVBTFRIX1NUQVRFX1VOU1BFQ0lGSUVEEAASEwoPSEVBTFRIX1NUQVRFX09LEAESFQoRSEVBTFRIX1NUQVRFX0RPV04QAhIYChRIRUFMVEhfU1RBVEVfVElNRU9VVBADKlwKC1RyYWZmaWNNb2RlEhwKGFRSQUZGSUNfTU9ERV9VTlNQRUNJRklFRBAAEhcKE1RSQUZGSUNfTU9ERV9NSVJST1IQARIWChJUUkFGRklDX01PREVfU1RFQUwQAmIGcHJvdG8z");
+  fileDesc("Cg1zZXNzaW9uLnByb3RvEhVzd2l0Y2h5YXJkLnNlc3Npb24udjEiPwoFSGVsbG8SEwoLbWluX3ZlcnNpb24YASABKA0SEwoLbWF4X3ZlcnNpb24YAiABKA0SDAoEcGVlchgDIAEoCSIpCghIZWxsb0FjaxIPCgd2ZXJzaW9uGAEgASgNEgwKBHBlZXIYAiABKAkiFwoFQ2xvc2USDgoGcmVhc29uGAEgASgJIhkKCExvZ0xldmVsEg0KBWxldmVsGAEgASgJIiUKA0xvZxINCgVsZXZlbBgBIAEoCRIPCgdtZXNzYWdlGAIgASgJImkKDVByb3RvY29sRXJyb3ISDAoEY29kZRgBIAEoCRIPCgdtZXNzYWdlGAIgASgJEg8KB2NsdXN0ZXIYAyABKAkSFAoMZnJhbWVfZmFtaWx5GAQgASgNEhIKCmZyYW1lX2tpbmQYBSABKA0iqgEKDlVwc3RyZWFtU3RhdHVzEg8KB2NsdXN0ZXIYASABKAkSMwoFc3RhdGUYAiABKA4yJC5zd2l0Y2h5YXJkLnNlc3Npb24udjEuVXBzdHJlYW1TdGF0ZRINCgVlcnJvchgDIAEoCRITCgtyZXRyeV9pbl9tcxgEIAEoDRISCgppc19kZWZhdWx0GAUgASgIEhoKEmNvbm5lY3Rpb25zX2Nsb3NlZBgGIAEoDSIeCgRQaW5nEhYKDnNlbnRfYXRfbWljcm9zGAEgASgEInYKDUNsdXN0ZXJIZWFsdGgSDwoHY2x1c3RlchgBIAEoCRIxCgVzdGF0ZRgCIAEoDjIiLnN3aXRjaHlhcmQuc2Vzc2lvbi52MS5IZWFsdGhTdGF0ZRISCgpydHRfbWljcm9zGAMgASgNEg0KBWVycm9yGAQgASgJIlYKBFBvbmcSFgoOc2VudF9hdF9taWNyb3MYASABKAQSNgoIY2x1c3RlcnMYAiADKAsyJC5zd2l0Y2h5YXJkLnNlc3Npb24udjEuQ2x1c3RlckhlYWx0aCLPAQoGRW52R2V0Eg0KBW5hbWVzGAEgAygJEg8KB2luY2x1ZGUYAiADKAkSDwoHZXhjbHVkZRgDIAMoCRIXCg9icmFuY2hfdmFyaWFibGUYBCABKAkSDgoGYnJhbmNoGAUgASgJEjYKCGJyYW5jaGVzGAYgAygLMiQuc3dpdGNoeWFyZC5zZXNzaW9uLnYxLkJyYW5jaFJld3JpdGUSMwoGcXVldWVzGAcgAygLMiMuc3dpdGNoeWFyZC5zZXNzaW9uLnYxLlF1ZXVlUmV3cml0ZSIvCgxRdWV1ZVJld3JpdGUSEAoIdmFyaWFibGUYASABKAkSDQoFdmFsdWUYAiABKAkibwoNQnJhbmNoUmV3cml0ZRIQCgh2YXJpYWJsZRgBIAEoCRIQCghkYXRhYmFzZRgCIAEoCRIMCgR1c2VyGAMgASgJEhAKCHBhc3N3b3JkGAQgASgJEgwKBGhvc3QYBSABKAkSDAoEcG9ydBgGIAEoDSKBAQoJRW52UmVzdWx0EjgKBHZhcnMYASADKAsyKi5zd2l0Y2h5YXJkLnNlc3Npb24udjEuRW52UmVzdWx0LlZhcnNFbnRyeRINCgVlcnJvchgCIAEoCRorCglWYXJzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASInCghGaWxlT3BlbhIMCgRwYXRoGAEgASgJEg0KBXdyaXRlGAIgASgIIjoKCEZpbGVSZWFkEg4KBmhhbmRsZRgBIAEoBBIOCgZvZmZzZXQYAiABKAQSDgoGbGVuZ3RoGAMgASgNIhsKC0ZpbGVSZWFkRGlyEgwKBHBhdGgYASABKAkiGAoIRmlsZVN0YXQSDAoEcGF0aBgBIAEoCSIbCglGaWxlQ2xvc2USDgoGaGFuZGxlGAEgASgEIgwKCkZpbGVNb3VudHMiVAoMRmlsZVN0YXRJbmZvEgwKBHNpemUYASABKAQSDAoEbW9kZRgCIAEoDRIYChBtb2RpZmllZF91bml4X21zGAMgASgEEg4KBmlzX2RpchgEIAEoCCIsCgxGaWxlRGlyRW50cnkSDAoEbmFtZRgBIAEoCRIOCgZpc19kaXIYAiABKAgiRgoORmlsZURpckVudHJpZXMSNAoHZW50cmllcxgBIAMoCzIjLnN3aXRjaHlhcmQuc2Vzc2lvbi52MS5GaWxlRGlyRW50cnkiMwoNRmlsZU1vdW50TGlzdBINCgVwYXRocxgBIAMoCRITCgtyZXNvbHZfY29uZhgCIAEoCSKRAgoKRmlsZVJlc3VsdBIQCgZoYW5kbGUYASABKARIABIOCgRkYXRhGAIgASgMSAASOAoHZW50cmllcxgDIAEoCzIlLnN3aXRjaHlhcmQuc2Vzc2lvbi52MS5GaWxlRGlyRW50cmllc0gAEjMKBHN0YXQYBCABKAsyIy5zd2l0Y2h5YXJkLnNlc3Npb24udjEuRmlsZVN0YXRJbmZvSAASEAoGY2xvc2VkGAUgASgISAASNgoGbW91bnRzGAggASgLMiQuc3dpdGNoeWFyZC5zZXNzaW9uLnYxLkZpbGVNb3VudExpc3RIABINCgVlcnJvchgGIAEoCRIPCgdtZXNzYWdlGAcgASgJQggKBnJlc3VsdCIxCg5EbnNHZXRBZGRySW5mbxIMCgRob3N0GAEgASgJEhEKCWlwX2ZhbWlseRgCIAEoDSIdCgpEbnNSZXZlcnNlEg8KB2FkZHJlc3MYASABKAkiMAoKRG5zQWRkcmVzcxIPCgdhZGRyZXNzGAEgASgJEhEKCWlwX2ZhbWlseRgCIAEoDSJjCglEbnNSZXN1bHQSNAoJYWRkcmVzc2VzGAEgAygLMiEuc3dpdGNoeWFyZC5zZXNzaW9uLnYxLkRuc0FkZHJlc3MSEQoJaG9zdG5hbWVzGAIgAygJEg0KBWVycm9yGAMgASgJIigKClRjcENvbm5lY3QSDAoEaG9zdBgBIAEoCRIMCgRwb3J0GAIgASgNIiUKB1VkcEJpbmQSDAoEaG9zdBgBIAEoCRIMCgRwb3J0GAIgASgNIkkKDUNvbm5lY3RSZXN1bHQSFQoNbG9jYWxfYWRkcmVzcxgBIAEoCRISCgpsb2NhbF9wb3J0GAIgASgNEg0KBWVycm9yGAMgASgJIhoKClN0cmVhbURhdGESDAoEZGF0YRgBIAEoDCIcCgtTdHJlYW1DbG9zZRINCgVlcnJvchgBIAEoCSI6CgtVZHBEYXRhZ3JhbRIMCgRkYXRhGAEgASgMEg8KB2FkZHJlc3MYAiABKAkSDAoEcG9ydBgDIAEoDSIwCgtIZWFkZXJNYXRjaBIMCgRuYW1lGAEgASgJEhMKC3ZhbHVlX3JlZ2V4GAIgASgJIkQKDkh0dHBGaWx0ZXJMaXN0EjIKB2ZpbHRlcnMYASADKAsyIS5zd2l0Y2h5YXJkLnNlc3Npb24udjEuSHR0cEZpbHRlciLmAQoKSHR0cEZpbHRlchI0CgZoZWFkZXIYASABKAsyIi5zd2l0Y2h5YXJkLnNlc3Npb24udjEuSGVhZGVyTWF0Y2hIABIUCgpwYXRoX3JlZ2V4GAIgASgJSAASEAoGbWV0aG9kGAMgASgJSAASNwoGYWxsX29mGAQgASgLMiUuc3dpdGNoeWFyZC5zZXNzaW9uLnYxLkh0dHBGaWx0ZXJMaXN0SAASNwoGYW55X29mGAUgASgLMiUuc3dpdGNoeWFyZC5zZXNzaW9uLnYxLkh0dHBGaWx0ZXJMaXN0SABCCAoGZmlsdGVyIlEKCVN1YnNjcmliZRIMCgRwb3J0GAEgASgNEjYKC2h0dHBfZmlsdGVyGAIgASgLMiEuc3dpdGNoeWFyZC5zZXNzaW9uLnYxLkh0dHBGaWx0ZXIiGwoLVW5zdWJzY3JpYmUSDAoEcG9ydBgBIAEoDSJJChJTdWJzY3JpcHRpb25SZXN1bHQSCgoCb2sYASABKAgSDQoFZXJyb3IYAiABKAkSGAoQcmVmdXNlZF9jbHVzdGVycxgDIAMoCSKVAQoNTmV3Q29ubmVjdGlvbhIXCg9zdWJzY3JpcHRpb25faWQYASABKA0SDAoEcG9ydBgCIAEoDRIWCg5yZW1vdGVfYWRkcmVzcxgDIAEoCRITCgtyZW1vdGVfcG9ydBgEIAEoDRIwCgRtb2RlGAUgASgOMiIuc3dpdGNoeWFyZC5zZXNzaW9uLnYxLlRyYWZmaWNNb2RlIikKCkh0dHBIZWFkZXISDAoEbmFtZRgBIAEoCRINCgV2YWx1ZRgCIAEoCSKEAQoLSHR0cFJlcXVlc3QSDgoGbWV0aG9kGAEgASgJEgwKBHBhdGgYAiABKAkSMgoHaGVhZGVycxgDIAMoCzIhLnN3aXRjaHlhcmQuc2Vzc2lvbi52MS5IdHRwSGVhZGVyEgwKBGJvZHkYBCABKAwSFQoNYm9keV9zdHJlYW1lZBgFIAEoCCJ3CgxIdHRwUmVzcG9uc2USDgoGc3RhdHVzGAEgASgNEjIKB2hlYWRlcnMYAiADKAsyIS5zd2l0Y2h5YXJkLnNlc3Npb24udjEuSHR0cEhlYWRlchIMCgRib2R5GAMgASgMEhUKDWJvZHlfc3RyZWFtZWQYBCABKAgiDQoLSHR0cEJvZHlFbmQqlgIKC0ZyYW1lRmFtaWx5EhwKGEZSQU1FX0ZBTUlMWV9VTlNQRUNJRklFRBAAEhgKFEZSQU1FX0ZBTUlMWV9DT05UUk9MEAESFQoRRlJBTUVfRkFNSUxZX1BJTkcQAhIUChBGUkFNRV9GQU1JTFlfRU5WEAMSFQoRRlJBTUVfRkFNSUxZX0ZJTEUQBBIUChBGUkFNRV9GQU1JTFlfRE5TEAUSHQoZRlJBTUVfRkFNSUxZX09VVEdPSU5HX1RDUBAGEh0KGUZSQU1FX0ZBTUlMWV9PVVRHT0lOR19VRFAQBxIdChlGUkFNRV9GQU1JTFlfU1VCU0NSSVBUSU9OEAgSGAoURlJBTUVfRkFNSUxZX1RSQUZGSUMQCSrnAQoLQ29udHJvbEtpbmQSHAoYQ09OVFJPTF9LSU5EX1VOU1BFQ0lGSUVEEAASFgoSQ09OVFJPTF9LSU5EX0hFTExPEAESFgoSQ09OVFJPTF9LSU5EX0NMT1NFEAISGgoWQ09OVFJPTF9LSU5EX0xPR19MRVZFTBADEhsKFkNPTlRST0xfS0lORF9IRUxMT19BQ0sQgQESFwoSQ09OVFJPTF9LSU5EX0VSUk9SEIIBEiEKHENPTlRST0xfS0lORF9VUFNUUkVBTV9TVEFUVVMQgwESFQoQQ09OVFJPTF9LSU5EX0xPRxCEASpOCghQaW5nS2luZBIZChVQSU5HX0tJTkRfVU5TUEVDSUZJRUQQABISCg5QSU5HX0tJTkRfUElORxABEhMKDlBJTkdfS0lORF9QT05HEIEBKksKB0VudktpbmQSGAoURU5WX0tJTkRfVU5TUEVDSUZJRUQQABIQCgxFTlZfS0lORF9HRVQQARIUCg9FTlZfS0lORF9SRVNVTFQQgQEquwEKCEZpbGVLaW5kEhkKFUZJTEVfS0lORF9VTlNQRUNJRklFRBAAEhIKDkZJTEVfS0lORF9PUEVOEAESEgoORklMRV9LSU5EX1JFQUQQAhIWChJGSUxFX0tJTkRfUkVBRF9ESVIQAxISCg5GSUxFX0tJTkRfU1RBVBAEEhMKD0ZJTEVfS0lORF9DTE9TRRAFEhQKEEZJTEVfS0lORF9NT1VOVFMQBhIVChBGSUxFX0tJTkRfUkVTVUxUEIEBKmkKB0Ruc0tpbmQSGAoURE5TX0tJTkRfVU5TUEVDSUZJRUQQABIYChRETlNfS0lORF9HRVRBRERSSU5GTxABEhQKEEROU19LSU5EX1JFVkVSU0UQAhIUCg9ETlNfS0lORF9SRVNVTFQQgQEqnAEKDE91dGdvaW5nS2luZBIdChlPVVRHT0lOR19LSU5EX1VOU1BFQ0lGSUVEEAASGQoVT1VUR09JTkdfS0lORF9DT05ORUNUEAESFgoST1VUR09JTkdfS0lORF9EQVRBEAISFwoTT1VUR09JTkdfS0lORF9DTE9TRRADEiEKHE9VVEdPSU5HX0tJTkRfQ09OTkVDVF9SRVNVTFQQgQEqsgEKEFN1YnNjcmlwdGlvbktpbmQSIQodU1VCU0NSSVBUSU9OX0tJTkRfVU5TUEVDSUZJRUQQABIcChhTVUJTQ1JJUFRJT05fS0lORF9NSVJST1IQARIbChdTVUJTQ1JJUFRJT05fS0lORF9TVEVBTBACEiEKHVNVQlNDUklQVElPTl9LSU5EX1VOU1VCU0NSSUJFEAMSHQoYU1VCU0NSSVBUSU9OX0tJTkRfUkVTVUxUEIEBKoQCCgtUcmFmZmljS2luZBIcChhUUkFGRklDX0tJTkRfVU5TUEVDSUZJRUQQABIVChFUUkFGRklDX0tJTkRfREFUQRACEhYKElRSQUZGSUNfS0lORF9DTE9TRRADEh4KGlRSQUZGSUNfS0lORF9IVFRQX1JFU1BPTlNFEAQSIgoeVFJBRkZJQ19LSU5EX0hUVFBfUkVTUE9OU0VfRU5EEAUSIAobVFJBRkZJQ19LSU5EX05FV19DT05ORUNUSU9OEIEBEh4KGVRSQUZGSUNfS0lORF9IVFRQX1JFUVVFU1QQggESIgodVFJBRkZJQ19LSU5EX0hUVFBfUkVRVUVTVF9FTkQQgwEqXwoNVXBzdHJlYW1TdGF0ZRIeChpVUFNUUkVBTV9TVEFURV9VTlNQRUNJRklFRBAAEhUKEVVQU1RSRUFNX1NUQVRFX1VQEAESFwoTVVBTVFJFQU1fU1RBVEVfRE9XThACKnEKC0hlYWx0aFN0YXRlEhwKGEhFQUxUSF9TVEFURV9VTlNQRUNJRklFRBAAEhMKD0hFQUxUSF9TVEFURV9PSxABEhUKEUhFQUxUSF9TVEFURV9ET1dOEAISGAoUSEVBTFRIX1NUQVRFX1RJTUVPVVQQAypcCgtUcmFmZmljTW9kZRIcChhUUkFGRklDX01PREVfVU5TUEVDSUZJRUQQABIXChNUUkFGRklDX01PREVfTUlSUk9SEAESFgoSVFJBRkZJQ19NT0RFX1NURUFMEAJiBnByb3RvMw");
 
 /**
  * @generated from message switchyard.session.v1.Hello
@@ -582,6 +582,22 @@ export const FileCloseSchema: GenMessage<FileClose> = /*@__PURE__*/
   messageDesc(file_session, 18);
 
 /**
+ * Asks for the target container's mount paths and the pod's /etc/resolv.conf; answered with
+ * FileResult.mounts.
+ *
+ * @generated from message switchyard.session.v1.FileMounts
+ */
+export type FileMounts = Message<"switchyard.session.v1.FileMounts"> & {
+};
+
+/**
+ * Describes the message switchyard.session.v1.FileMounts.
+ * Use `create(FileMountsSchema)` to create a new message.
+ */
+export const FileMountsSchema: GenMessage<FileMounts> = /*@__PURE__*/
+  messageDesc(file_session, 19);
+
+/**
  * @generated from message switchyard.session.v1.FileStatInfo
  */
 export type FileStatInfo = Message<"switchyard.session.v1.FileStatInfo"> & {
@@ -611,7 +627,7 @@ export type FileStatInfo = Message<"switchyard.session.v1.FileStatInfo"> & {
  * Use `create(FileStatInfoSchema)` to create a new message.
  */
 export const FileStatInfoSchema: GenMessage<FileStatInfo> = /*@__PURE__*/
-  messageDesc(file_session, 19);
+  messageDesc(file_session, 20);
 
 /**
  * @generated from message switchyard.session.v1.FileDirEntry
@@ -633,7 +649,7 @@ export type FileDirEntry = Message<"switchyard.session.v1.FileDirEntry"> & {
  * Use `create(FileDirEntrySchema)` to create a new message.
  */
 export const FileDirEntrySchema: GenMessage<FileDirEntry> = /*@__PURE__*/
-  messageDesc(file_session, 20);
+  messageDesc(file_session, 21);
 
 /**
  * @generated from message switchyard.session.v1.FileDirEntries
@@ -650,7 +666,33 @@ export type FileDirEntries = Message<"switchyard.session.v1.FileDirEntries"> & {
  * Use `create(FileDirEntriesSchema)` to create a new message.
  */
 export const FileDirEntriesSchema: GenMessage<FileDirEntries> = /*@__PURE__*/
-  messageDesc(file_session, 21);
+  messageDesc(file_session, 22);
+
+/**
+ * @generated from message switchyard.session.v1.FileMountList
+ */
+export type FileMountList = Message<"switchyard.session.v1.FileMountList"> & {
+  /**
+   * The target container's volume mount paths the agent serves, longest first.
+   *
+   * @generated from field: repeated string paths = 1;
+   */
+  paths: string[];
+
+  /**
+   * The pod's /etc/resolv.conf as the kubelet wrote it (empty when unknown).
+   *
+   * @generated from field: string resolv_conf = 2;
+   */
+  resolvConf: string;
+};
+
+/**
+ * Describes the message switchyard.session.v1.FileMountList.
+ * Use `create(FileMountListSchema)` to create a new message.
+ */
+export const FileMountListSchema: GenMessage<FileMountList> = /*@__PURE__*/
+  messageDesc(file_session, 23);
 
 /**
  * @generated from message switchyard.session.v1.FileResult
@@ -689,6 +731,12 @@ export type FileResult = Message<"switchyard.session.v1.FileResult"> & {
      */
     value: boolean;
     case: "closed";
+  } | {
+    /**
+     * @generated from field: switchyard.session.v1.FileMountList mounts = 8;
+     */
+    value: FileMountList;
+    case: "mounts";
   } | { case: undefined; value?: undefined };
 
   /**
@@ -711,7 +759,7 @@ export type FileResult = Message<"switchyard.session.v1.FileResult"> & {
  * Use `create(FileResultSchema)` to create a new message.
  */
 export const FileResultSchema: GenMessage<FileResult> = /*@__PURE__*/
-  messageDesc(file_session, 22);
+  messageDesc(file_session, 24);
 
 /**
  * @generated from message switchyard.session.v1.DnsGetAddrInfo
@@ -735,7 +783,7 @@ export type DnsGetAddrInfo = Message<"switchyard.session.v1.DnsGetAddrInfo"> & {
  * Use `create(DnsGetAddrInfoSchema)` to create a new message.
  */
 export const DnsGetAddrInfoSchema: GenMessage<DnsGetAddrInfo> = /*@__PURE__*/
-  messageDesc(file_session, 23);
+  messageDesc(file_session, 25);
 
 /**
  * @generated from message switchyard.session.v1.DnsReverse
@@ -752,7 +800,7 @@ export type DnsReverse = Message<"switchyard.session.v1.DnsReverse"> & {
  * Use `create(DnsReverseSchema)` to create a new message.
  */
 export const DnsReverseSchema: GenMessage<DnsReverse> = /*@__PURE__*/
-  messageDesc(file_session, 24);
+  messageDesc(file_session, 26);
 
 /**
  * @generated from message switchyard.session.v1.DnsAddress
@@ -774,7 +822,7 @@ export type DnsAddress = Message<"switchyard.session.v1.DnsAddress"> & {
  * Use `create(DnsAddressSchema)` to create a new message.
  */
 export const DnsAddressSchema: GenMessage<DnsAddress> = /*@__PURE__*/
-  messageDesc(file_session, 25);
+  messageDesc(file_session, 27);
 
 /**
  * @generated from message switchyard.session.v1.DnsResult
@@ -803,7 +851,7 @@ export type DnsResult = Message<"switchyard.session.v1.DnsResult"> & {
  * Use `create(DnsResultSchema)` to create a new message.
  */
 export const DnsResultSchema: GenMessage<DnsResult> = /*@__PURE__*/
-  messageDesc(file_session, 26);
+  messageDesc(file_session, 28);
 
 /**
  * @generated from message switchyard.session.v1.TcpConnect
@@ -825,7 +873,7 @@ export type TcpConnect = Message<"switchyard.session.v1.TcpConnect"> & {
  * Use `create(TcpConnectSchema)` to create a new message.
  */
 export const TcpConnectSchema: GenMessage<TcpConnect> = /*@__PURE__*/
-  messageDesc(file_session, 27);
+  messageDesc(file_session, 29);
 
 /**
  * @generated from message switchyard.session.v1.UdpBind
@@ -847,7 +895,7 @@ export type UdpBind = Message<"switchyard.session.v1.UdpBind"> & {
  * Use `create(UdpBindSchema)` to create a new message.
  */
 export const UdpBindSchema: GenMessage<UdpBind> = /*@__PURE__*/
-  messageDesc(file_session, 28);
+  messageDesc(file_session, 30);
 
 /**
  * @generated from message switchyard.session.v1.ConnectResult
@@ -874,7 +922,7 @@ export type ConnectResult = Message<"switchyard.session.v1.ConnectResult"> & {
  * Use `create(ConnectResultSchema)` to create a new message.
  */
 export const ConnectResultSchema: GenMessage<ConnectResult> = /*@__PURE__*/
-  messageDesc(file_session, 29);
+  messageDesc(file_session, 31);
 
 /**
  * @generated from message switchyard.session.v1.StreamData
@@ -891,7 +939,7 @@ export type StreamData = Message<"switchyard.session.v1.StreamData"> & {
  * Use `create(StreamDataSchema)` to create a new message.
  */
 export const StreamDataSchema: GenMessage<StreamData> = /*@__PURE__*/
-  messageDesc(file_session, 30);
+  messageDesc(file_session, 32);
 
 /**
  * @generated from message switchyard.session.v1.StreamClose
@@ -908,7 +956,7 @@ export type StreamClose = Message<"switchyard.session.v1.StreamClose"> & {
  * Use `create(StreamCloseSchema)` to create a new message.
  */
 export const StreamCloseSchema: GenMessage<StreamClose> = /*@__PURE__*/
-  messageDesc(file_session, 31);
+  messageDesc(file_session, 33);
 
 /**
  * @generated from message switchyard.session.v1.UdpDatagram
@@ -935,7 +983,7 @@ export type UdpDatagram = Message<"switchyard.session.v1.UdpDatagram"> & {
  * Use `create(UdpDatagramSchema)` to create a new message.
  */
 export const UdpDatagramSchema: GenMessage<UdpDatagram> = /*@__PURE__*/
-  messageDesc(file_session, 32);
+  messageDesc(file_session, 34);
 
 /**
  * @generated from message switchyard.session.v1.HeaderMatch
@@ -957,7 +1005,7 @@ export type HeaderMatch = Message<"switchyard.session.v1.HeaderMatch"> & {
  * Use `create(HeaderMatchSchema)` to create a new message.
  */
 export const HeaderMatchSchema: GenMessage<HeaderMatch> = /*@__PURE__*/
-  messageDesc(file_session, 33);
+  messageDesc(file_session, 35);
 
 /**
  * @generated from message switchyard.session.v1.HttpFilterList
@@ -974,7 +1022,7 @@ export type HttpFilterList = Message<"switchyard.session.v1.HttpFilterList"> & {
  * Use `create(HttpFilterListSchema)` to create a new message.
  */
 export const HttpFilterListSchema: GenMessage<HttpFilterList> = /*@__PURE__*/
-  messageDesc(file_session, 34);
+  messageDesc(file_session, 36);
 
 /**
  * Which stolen HTTP requests go to the client; the rest reach the original app.
@@ -1023,7 +1071,7 @@ export type HttpFilter = Message<"switchyard.session.v1.HttpFilter"> & {
  * Use `create(HttpFilterSchema)` to create a new message.
  */
 export const HttpFilterSchema: GenMessage<HttpFilter> = /*@__PURE__*/
-  messageDesc(file_session, 35);
+  messageDesc(file_session, 37);
 
 /**
  * Payload of MIRROR and STEAL. The subscription id is the header's connection id.
@@ -1049,7 +1097,7 @@ export type Subscribe = Message<"switchyard.session.v1.Subscribe"> & {
  * Use `create(SubscribeSchema)` to create a new message.
  */
 export const SubscribeSchema: GenMessage<Subscribe> = /*@__PURE__*/
-  messageDesc(file_session, 36);
+  messageDesc(file_session, 38);
 
 /**
  * @generated from message switchyard.session.v1.Unsubscribe
@@ -1066,7 +1114,7 @@ export type Unsubscribe = Message<"switchyard.session.v1.Unsubscribe"> & {
  * Use `create(UnsubscribeSchema)` to create a new message.
  */
 export const UnsubscribeSchema: GenMessage<Unsubscribe> = /*@__PURE__*/
-  messageDesc(file_session, 37);
+  messageDesc(file_session, 39);
 
 /**
  * @generated from message switchyard.session.v1.SubscriptionResult
@@ -1095,7 +1143,7 @@ export type SubscriptionResult = Message<"switchyard.session.v1.SubscriptionResu
  * Use `create(SubscriptionResultSchema)` to create a new message.
  */
 export const SubscriptionResultSchema: GenMessage<SubscriptionResult> = /*@__PURE__*/
-  messageDesc(file_session, 38);
+  messageDesc(file_session, 40);
 
 /**
  * @generated from message switchyard.session.v1.NewConnection
@@ -1132,7 +1180,7 @@ export type NewConnection = Message<"switchyard.session.v1.NewConnection"> & {
  * Use `create(NewConnectionSchema)` to create a new message.
  */
 export const NewConnectionSchema: GenMessage<NewConnection> = /*@__PURE__*/
-  messageDesc(file_session, 39);
+  messageDesc(file_session, 41);
 
 /**
  * @generated from message switchyard.session.v1.HttpHeader
@@ -1154,7 +1202,7 @@ export type HttpHeader = Message<"switchyard.session.v1.HttpHeader"> & {
  * Use `create(HttpHeaderSchema)` to create a new message.
  */
 export const HttpHeaderSchema: GenMessage<HttpHeader> = /*@__PURE__*/
-  messageDesc(file_session, 40);
+  messageDesc(file_session, 42);
 
 /**
  * A stolen HTTP request (filtered steal), on its own connection id (request id = connection
@@ -1202,7 +1250,7 @@ export type HttpRequest = Message<"switchyard.session.v1.HttpRequest"> & {
  * Use `create(HttpRequestSchema)` to create a new message.
  */
 export const HttpRequestSchema: GenMessage<HttpRequest> = /*@__PURE__*/
-  messageDesc(file_session, 41);
+  messageDesc(file_session, 43);
 
 /**
  * The answer to a stolen HTTP request, on the request's connection id. Whole (body here,
@@ -1244,7 +1292,7 @@ export type HttpResponse = Message<"switchyard.session.v1.HttpResponse"> & {
  * Use `create(HttpResponseSchema)` to create a new message.
  */
 export const HttpResponseSchema: GenMessage<HttpResponse> = /*@__PURE__*/
-  messageDesc(file_session, 42);
+  messageDesc(file_session, 44);
 
 /**
  * Ends a streamed HTTP body (HTTP_REQUEST_END, HTTP_RESPONSE_END).
@@ -1259,7 +1307,7 @@ export type HttpBodyEnd = Message<"switchyard.session.v1.HttpBodyEnd"> & {
  * Use `create(HttpBodyEndSchema)` to create a new message.
  */
 export const HttpBodyEndSchema: GenMessage<HttpBodyEnd> = /*@__PURE__*/
-  messageDesc(file_session, 43);
+  messageDesc(file_session, 45);
 
 /**
  * Frame families (header byte 0). Routing is decided per family (DESIGN §5).
@@ -1492,6 +1540,13 @@ export enum FileKind {
    * @generated from enum value: FILE_KIND_CLOSE = 5;
    */
   CLOSE = 5,
+
+  /**
+   * FileMounts: the target container's mount paths and the pod's resolver config.
+   *
+   * @generated from enum value: FILE_KIND_MOUNTS = 6;
+   */
+  MOUNTS = 6,
 
   /**
    * @generated from enum value: FILE_KIND_RESULT = 129;

@@ -217,7 +217,8 @@ describe("switchyard exec across clusters", () => {
   });
 
   it("sends outgoing connections out of east only", async () => {
-    const e = await exec(["--steal"]);
+    // Through the proxy network: the sink is on loopback, which the transparent network keeps local.
+    const e = await exec(["--steal", "--network=proxy"]);
     const r = await eventually(
       "an outgoing connection through the proxy",
       async () => {
@@ -306,7 +307,9 @@ describe("switchyard exec across clusters", () => {
   });
 
   it("cleans up everything after the TTL when the CLI is killed, and the local command dies with it", async () => {
-    const e = await exec(["--steal", "--ttl", "10"], { LOCAL_APP_CHILD: "1" });
+    // The proxy network: the app reports its pids, which in the transparent network's PID
+    // namespace are not this machine's (test/e2e/transparent-exec.test.ts kills that one).
+    const e = await exec(["--steal", "--ttl", "10", "--network=proxy"], { LOCAL_APP_CHILD: "1" });
     const name = /session (mc-[0-9a-f]{16})/.exec(e.output())![1]!;
     const pids = JSON.parse((await get(`http://127.0.0.1:${e.localPort}/pids`)).body) as {
       app: number;

@@ -46,7 +46,9 @@ export type BinaryName =
   // Third-party checkers of the chart and the dashboard (test/integration/checkers).
   | "kube-score"
   | "polaris"
-  | "dashboard-linter";
+  | "dashboard-linter"
+  // The CLI's transparent network (cli/src/sdk/transparent).
+  | "tun2socks";
 
 export class BinaryBuildError extends Error {
   readonly code = "SWITCHYARD_TEST_BINARY_BUILD_FAILED";
@@ -82,6 +84,8 @@ function versionOf(name: BinaryName): string {
       return versions.polaris;
     case "dashboard-linter":
       return versions.dashboardLinter;
+    case "tun2socks":
+      return versions.tun2socks;
   }
 }
 
@@ -163,7 +167,7 @@ async function buildOne(name: BinaryName, log: (line: string) => void): Promise<
   const started = Date.now();
   log(`building ${name} v${versionOf(name)} (first run only; cached in ${binaryCacheDir()})`);
   const env = { ...process.env, GOFLAGS: "-buildvcs=false" };
-  if (name === "polaris" || name === "dashboard-linter") {
+  if (name === "polaris" || name === "dashboard-linter" || name === "tun2socks") {
     await buildFromModuleSource(moduleSources[name], tmp, env);
   } else if (name === "k6" || name === "helm" || name === "coredns" || name === "kube-score") {
     const gobin = `${tmp}.d`;
@@ -205,6 +209,11 @@ const moduleSources = {
     module: "github.com/grafana/dashboard-linter",
     version: versions.dashboardLinter,
     sum: moduleSums.dashboardLinter,
+  },
+  tun2socks: {
+    module: "github.com/xjasonlyu/tun2socks/v2",
+    version: versions.tun2socks,
+    sum: moduleSums.tun2socks,
   },
 } as const;
 

@@ -212,7 +212,7 @@ program
 program
   .command("build")
   .description(
-    "build (or find cached) kube-apiserver, kube-controller-manager, kubectl, etcd, k6, helm, the node binaries (kubelet, kube-proxy, kube-scheduler, coredns), the checkers and ElasticMQ's jars",
+    "build (or find cached) kube-apiserver, kube-controller-manager, kubectl, etcd, k6, helm, the node binaries (kubelet, kube-proxy, kube-scheduler, coredns), the checkers, tun2socks and ElasticMQ's jars",
   )
   .action(async () => {
     const names: BinaryName[] = [
@@ -229,6 +229,7 @@ program
       "kube-score",
       "polaris",
       "dashboard-linter",
+      "tun2socks",
     ];
     await ensureBinaries(names, (l) => console.log(l));
     const elasticmq = await ensureElasticmq((l) => console.log(l));

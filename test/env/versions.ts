@@ -27,6 +27,12 @@ export const versions = {
    * dependencies, resolved from Maven Central by test/env/sqs/elasticmq-install.ts.
    */
   elasticmq: "1.7.1",
+  /**
+   * The userspace network stack of `switchyard exec --network=transparent`: a TUN device in the
+   * command's network namespace handed to the CLI's SOCKS5 server. Built from its module's
+   * source (its go.mod pins gVisor by pseudo-version).
+   */
+  tun2socks: "2.6.0",
   /** Oldest Go that builds all of the above (Kubernetes 1.36 needs Go 1.26). */
   minimumGo: "1.26.0",
 } as const;
@@ -39,5 +45,6 @@ export const versions = {
  */
 export const moduleSums = {
   polaris: "h1:3q+OuVEZ6xowXMVNtEd3XTxEt3X8tyuWZDsaOu72FvU=",
+  tun2socks: "h1:gI9saJT3XgH4e6v9jBuHRLwK7l3aN9YFWec/SsDTDx4=",
   dashboardLinter: "h1:wpyAYX8+Rqu0LIEE7zXBR/qjBH4t0yXvqlRGa1wD5rg=",
 } as const;

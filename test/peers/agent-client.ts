@@ -251,6 +251,9 @@ export class AgentClient {
   stat(path: string) {
     return this.file(pb.FileKind.STAT, pb.FileStatSchema, { path });
   }
+  mounts() {
+    return this.file(pb.FileKind.MOUNTS, pb.FileMountsSchema, {});
+  }
   closeFile(handle: bigint) {
     return this.file(pb.FileKind.CLOSE, pb.FileCloseSchema, { handle });
   }

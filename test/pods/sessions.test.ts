@@ -4,9 +4,12 @@
 // in a cluster — the demo Service's NodePort (kube-proxy picks a replica), its ClusterIP and pod
 // IPs from another pod — and must reach the session; the workload must come back exactly as it
 // was. east's Service names its targetPort (the agent takes the port by name, no privilege);
-// west's numbers it (the iptables init container redirects it).
-import { readdirSync, readFileSync } from "node:fs";
-import { request as httpRequest } from "node:http";
+// west's numbers it (the iptables init container redirects it). Under `--network=transparent`
+// the command runs in exec's own namespaces: east's DNS, Services and files with no proxy
+// variables, for any program (transparent-network.ts).
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { createServer as createHttpServer, request as httpRequest } from "node:http";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { AppsV1Api, CoordinationV1Api, CoreV1Api, type V1PodTemplateSpec } from "@kubernetes/client-node";
 import { multiClusterSessionClient } from "../../proto/api/v1alpha1/index.js";
@@ -19,6 +22,15 @@ import { eventually, type PollOptions } from "../support/poll.js";
 import { inClusterGet } from "./in-cluster-get.js";
 import { podLogs } from "../env/pod-problems.js";
 import { diffHostState, snapshotHostState, type HostState } from "../env/node/host-state.js";
+import {
+  deleteOrdersDb,
+  ORDERS_QUERY,
+  probeAnswers,
+  probeScript,
+  runLeftovers,
+  runProcesses,
+  startOrdersDb,
+} from "./transparent-network.js";
 
 let stack: PodStack;
 let second: ClusterUser;
@@ -36,7 +48,10 @@ interface Exec {
 }
 
 /** `switchyard exec … -- node local-app.mjs` as `user` (default: the stack's developer). */
-async function exec(flags: string[], opts: { name?: string; user?: ClusterUser } = {}): Promise<Exec> {
+async function exec(
+  flags: string[],
+  opts: { name?: string; user?: ClusterUser; env?: Record<string, string> } = {},
+): Promise<Exec> {
   const localPort = (await freePorts(1))[0]!;
   const args = [...stack.developerCliArgs];
   if (opts.user) args[args.indexOf("--kubeconfig") + 1] = opts.user.kubeconfigPath;
@@ -53,7 +68,12 @@ async function exec(flags: string[], opts: { name?: string; user?: ClusterUser }
       join(repoRoot, "test/e2e/fixtures/local-app.mjs"),
     ]),
     // The local app fails the deployed pods' readiness check: their probes must never reach it.
-    env: { LOCAL_PORT: String(localPort), LOCAL_NAME: opts.name ?? "local", LOCAL_HEALTHZ_STATUS: "503" },
+    env: {
+      LOCAL_PORT: String(localPort),
+      LOCAL_NAME: opts.name ?? "local",
+      LOCAL_HEALTHZ_STATUS: "503",
+      ...opts.env,
+    },
     ready: (p) => p.output().includes("local app ready"),
     readyTimeoutMs: 150_000,
     readyIntervalMs: 250,
@@ -169,6 +189,120 @@ afterAll(async () => {
   await stack?.stop();
 }, 180_000);
 
+describe("transparent network", () => {
+  // Every run here gets a TMPDIR of its own: its private directory (switchyard-ns-*) and every
+  // process that names it (the CLI, its namespace helper, tun2socks, the command) must be gone
+  // once the CLI has exited.
+  let runTmp: string;
+  beforeAll(() => {
+    runTmp = mkdtempSync(join(tmpdir(), "switchyard-transparent-"));
+  });
+  afterAll(() => rmSync(runTmp, { recursive: true, force: true }));
+
+  /** `switchyard exec --network=transparent -- …command` until it ends. */
+  async function execToEnd(command: string[], name: string) {
+    const proc = await launch({
+      name: `switchyard-exec-${name}`,
+      ...tsx("cli/src/main.ts", [
+        "exec",
+        ...stack.developerCliArgs,
+        "--network=transparent",
+        "--",
+        ...command,
+      ]),
+      env: { TMPDIR: runTmp },
+    });
+    running.push(proc);
+    const code = await proc.exited;
+    return { code, stdout: proc.stdout(), output: proc.output(), leftovers: runLeftovers(runTmp) };
+  }
+
+  it("gives a command without proxy variables east's DNS, Services, files and this machine's loopback", async () => {
+    const demo = await core("east").readNamespacedService({ name: "demo", namespace: "default" });
+    const clusterIp = demo.spec!.clusterIP!;
+    const config = await core("east").readNamespacedConfigMap({ name: "demo-config", namespace: "default" });
+    const host = createHttpServer((req, res) => res.end(`host loopback: ${req.method} ${req.url}\n`));
+    const hostPort = (await freePorts(1))[0]!;
+    await new Promise<void>((resolve) => host.listen(hostPort, "127.0.0.1", resolve));
+    try {
+      const run = await execToEnd(["sh", "-c", probeScript(hostPort)], "probe");
+      const a = probeAnswers(run.stdout);
+      const why = `CLI output:\n${run.output}`;
+      expect(run.output, why).toContain("(transparent;");
+      expect(a.proxy, why).toBe("none\n");
+      const ip = clusterIp.replace(/\./g, "\\.");
+      expect(a.fqdn, why).toMatch(new RegExp(`^${ip}\\s+demo\\.default\\.svc\\.cluster\\.local\\n$`));
+      expect(a.short, why).toMatch(new RegExp(`^${ip}\\s+demo\\.default\\.svc\\.cluster\\.local\\n$`));
+      expect(a.nslookup, why).toMatch(new RegExp(`Address:\\s+${ip}\\n`));
+      expect(a.wget, why).toBe("hello from the east app: GET /transparent\n");
+      expect(a.settings, why).toBe(config.data!["settings.yaml"]);
+      expect(a.loopback, why).toBe("host loopback: GET /from-namespace\n");
+      expect(run.code, why).toBe(42);
+      expect(run.leftovers).toEqual([]);
+    } finally {
+      host.close();
+    }
+  }, 240_000);
+
+  it("reaches a PostgreSQL of east by its cluster DNS name", async () => {
+    const kc = stack.set.get("east").kubeConfig();
+    const t0 = Date.now();
+    try {
+      const podIp = await startOrdersDb(kc, stack.workloads.east!.node, stack.dir);
+      console.log(`[pods] orders-db Ready in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+      const run = await execToEnd([process.execPath, "-e", ORDERS_QUERY], "orders");
+      const why = `CLI output:\n${run.output}`;
+      expect(run.code, why).toBe(0);
+      const line = run.stdout.split("\n").find((l) => l.startsWith("{"));
+      expect(JSON.parse(line ?? "null"), why).toEqual({
+        one: 1,
+        server: podIp,
+        db: "orders",
+        orders: "east-widget=12.5,east-gadget=30",
+        proxy: [],
+      });
+      expect(run.leftovers).toEqual([]);
+    } finally {
+      await deleteOrdersDb(kc);
+    }
+  }, 240_000);
+
+  it("delivers stolen requests to a server inside the namespace, also published on this machine's port", async () => {
+    const e = await exec(["--steal", "--network=transparent"], {
+      name: "transparent",
+      env: { TMPDIR: runTmp },
+    });
+    await explained(e, async () => {
+      expect(e.output()).toContain("(transparent;");
+      const appCmdline = `${process.execPath} ${join(repoRoot, "test/e2e/fixtures/local-app.mjs")}`;
+      const app = runProcesses(runTmp).filter((p) => p.cmdline === appCmdline);
+      expect(
+        app.map((p) => p.ownNetwork),
+        "the local app in a network namespace of its own",
+      ).toEqual([true]);
+      await eventually(
+        "a stolen request through east's NodePort",
+        async () =>
+          (await get(`${stack.workloads.east!.demoUrl}/transparent`)).servedBy === "transparent"
+            ? true
+            : undefined,
+        POLL,
+      );
+      const r = await get(`${stack.workloads.east!.demoUrl}/stolen`);
+      expect([r.servedBy, r.body]).toEqual(["transparent", "local app: GET /stolen\n"]);
+      const published = await get(`http://127.0.0.1:${e.localPort}/published`);
+      expect([published.servedBy, published.body]).toEqual(["transparent", "local app: GET /published\n"]);
+      const env = JSON.parse((await get(`http://127.0.0.1:${e.localPort}/env`)).body) as Record<
+        string,
+        string
+      >;
+      expect(Object.keys(env).filter((k) => /_proxy$/i.test(k))).toEqual([]);
+    });
+    expect(await stopExec(e)).toBe(130);
+    expect(runLeftovers(runTmp)).toEqual([]);
+  }, 240_000);
+});
+
 describe("sessions on real pods", () => {
   it("injects every replica and steals what reaches the Service or a pod, in east and west", async () => {
     const e = await exec(["--steal"]);
@@ -254,8 +388,9 @@ describe("sessions on real pods", () => {
   });
 
   it("gives the command east's environment, files, cluster DNS and outgoing connections", async () => {
-    // Mirror, so that the demo Service reached from the session below is answered by its pods.
-    const e = await exec(["--mirror"]);
+    // Mirror, so that the demo Service reached from the session below is answered by its pods;
+    // the proxy network, whose HTTP_PROXY the local app's /fetch tunnels through.
+    const e = await exec(["--mirror", "--network=proxy"]);
     await explained(e, async () => {
       const env = await eventually(
         "the env endpoint",

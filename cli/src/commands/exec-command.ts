@@ -18,32 +18,16 @@ import { CliError, CliErrorCode } from "../sdk/cli-errors.js";
 import { describeFilter } from "../sdk/session/http-filter.js";
 import { describeSplitFilter } from "../sdk/kube/session-queues.js";
 import { BranchForwards } from "../sdk/local/branch-forward.js";
-import { LocalProxy } from "../sdk/local/local-proxy.js";
 import type { Session } from "../sdk/kube/open-session.js";
 import type { SessionConfig } from "../sdk/local/session-config.js";
 import type { SessionClientOptions } from "../sdk/session/session-client.js";
 import { TrafficDelivery } from "../sdk/local/traffic-delivery.js";
 import { openCommandSession } from "./command-session.js";
-import { startLocalCommand, type LocalCommand } from "./local-command.js";
-import type { Out } from "./output.js";
+import { startWithNetwork, type ExecNetwork } from "./exec-network.js";
+import type { LocalCommand } from "./local-command.js";
 
-/** Variables that describe the local machine, not the app: kept from the local environment. */
-export const LOCAL_ONLY_ENV = new Set([
-  "PATH",
-  "HOME",
-  "HOSTNAME",
-  "PWD",
-  "OLDPWD",
-  "SHLVL",
-  "TERM",
-  "USER",
-  "LOGNAME",
-  "SHELL",
-  "TMPDIR",
-  "DISPLAY",
-  "SSH_AUTH_SOCK",
-  "_",
-]);
+export { childEnvironment, LOCAL_ONLY_ENV } from "./exec-network.js";
+import type { Out } from "./output.js";
 
 /** Exit code when the session was lost while CMD ran. */
 export const EXIT_SESSION_LOST = 75;
@@ -55,24 +39,6 @@ export interface ExecOptions {
   client?: Partial<Omit<SessionClientOptions, "sessionId" | "secret" | "urls" | "caPem">>;
   /** Local environment to start from (default process.env). */
   baseEnv?: NodeJS.ProcessEnv;
-}
-
-/** CMD's environment: local, overlaid with the remote one (except local-only names), plus the proxy. */
-export function childEnvironment(
-  base: NodeJS.ProcessEnv,
-  remote: Record<string, string>,
-  proxy: { socks: string; http: string } | undefined,
-  sessionId: string,
-): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = { ...base };
-  for (const [k, v] of Object.entries(remote)) if (!LOCAL_ONLY_ENV.has(k)) env[k] = v;
-  if (proxy) {
-    for (const k of ["ALL_PROXY", "all_proxy"]) env[k] = proxy.socks;
-    for (const k of ["HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy"]) env[k] = proxy.http;
-    for (const k of ["NO_PROXY", "no_proxy"]) env[k] = "localhost,127.0.0.1,::1";
-  }
-  env.SWITCHYARD_SESSION = sessionId;
-  return env;
 }
 
 function exitCodeOf(code: number | null, signal: NodeJS.Signals | null): number {
@@ -106,7 +72,7 @@ export async function execCommand(
     return await runWithSession(session, cfg, o, log, warn, local);
   } finally {
     local.delivery?.stop();
-    await local.proxy?.close();
+    await local.net?.close();
     await local.forwards?.close();
     await session.close("exec finished").then(
       () => log(`session ${session.id} deleted`),
@@ -117,7 +83,7 @@ export async function execCommand(
 
 /** What exec runs locally around the session, closed when it ends. */
 interface LocalParts {
-  proxy?: LocalProxy;
+  net?: ExecNetwork;
   delivery?: TrafficDelivery;
   forwards?: BranchForwards;
 }
@@ -180,35 +146,40 @@ async function runWithSession(
   });
   log(`read ${Object.keys(remoteEnv).length} environment variables from the default cluster`);
 
+  const net = await startWithNetwork({
+    client,
+    cfg,
+    command: o.command,
+    baseEnv: o.baseEnv ?? process.env,
+    remoteEnv,
+    quiet: o.quiet ?? false,
+    log,
+    warn,
+  });
+  local.net = net;
   const delivery = new TrafficDelivery(client, {
     ports: new Map(cfg.ports.map((p) => [p.remote, p.local])),
     onError: (what, err) => warn(`could not deliver ${what}: ${err.message}`),
+    ...(net.socketPathFor ? { http: { socketPathFor: net.socketPathFor } } : {}),
   });
   local.delivery = delivery;
   delivery.start();
-  let proxy: LocalProxy | undefined;
-  if (cfg.proxy) {
-    proxy = new LocalProxy({
-      dialer: { dial: (host, port) => client.connectTcp(host, port) },
-      onDialError: (t, err) => warn(`outgoing connection to ${t} failed: ${err.message}`),
-    });
-    local.proxy = proxy;
-    await proxy.listen();
+  // CMD runs from here on: Ctrl-C and a lost session reach it even while the ports subscribe.
+  const supervised = superviseChild(net.command, client, o.command[0]!, warn);
+  try {
+    for (const p of cfg.ports) {
+      await client.subscribe(p.remote, cfg.mode, cfg.mode === "steal" ? cfg.httpFilter : undefined);
+      log(
+        `${cfg.mode === "steal" ? "stealing" : "mirroring"} port ${p.remote} → local ${p.local}` +
+          `${cfg.mode === "steal" && cfg.httpFilter ? ` (requests where ${describeFilter(cfg.httpFilter)})` : ""}`,
+      );
+    }
+  } catch (err) {
+    net.command.takeDown();
+    await supervised;
+    throw err;
   }
-  for (const p of cfg.ports) {
-    await client.subscribe(p.remote, cfg.mode, cfg.mode === "steal" ? cfg.httpFilter : undefined);
-    log(
-      `${cfg.mode === "steal" ? "stealing" : "mirroring"} port ${p.remote} → local ${p.local}` +
-        `${cfg.mode === "steal" && cfg.httpFilter ? ` (requests where ${describeFilter(cfg.httpFilter)})` : ""}`,
-    );
-  }
-  if (proxy)
-    log(`outgoing traffic: ${proxy.urls().socks} and ${proxy.urls().http} (through the default cluster)`);
-
-  const env = childEnvironment(o.baseEnv ?? process.env, remoteEnv, proxy?.urls(), session.id);
-  const [cmd, ...args] = o.command as [string, ...string[]];
-  const command = startLocalCommand(cmd, args, { env, warn });
-  return await superviseChild(command, client, cmd, warn);
+  return await supervised;
 }
 
 /** Waits for CMD; forwards SIGINT/SIGTERM to its group; stops it when the session is lost. */
@@ -245,12 +216,15 @@ function superviseChild(
       warn(`cannot run ${cmd}: ${err.message}`);
       done(127);
     });
-    child.once("exit", (code, signal) => {
+    const exited = (code: number | null, signal: NodeJS.Signals | null) => {
       if (lost) {
         warn(`${cmd} stopped because session ${client.sessionId} was lost [${lost.code}]`);
         return done(EXIT_SESSION_LOST);
       }
       done(exitCodeOf(code, signal));
-    });
+    };
+    // CMD may have ended while the ports were being subscribed.
+    if (child.exitCode !== null || child.signalCode !== null) exited(child.exitCode, child.signalCode);
+    else child.once("exit", exited);
   });
 }

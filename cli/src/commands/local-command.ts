@@ -12,8 +12,8 @@
 //   thread that spawned CMD ends; Node spawns from its main thread, which lives as long as the
 //   process. It reaches CMD only, not its children: the watchdog's group kill covers those.
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
-import { accessSync, existsSync, readdirSync, readFileSync, constants as fsConstants } from "node:fs";
-import { delimiter, join } from "node:path";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { findExecutable } from "../sdk/local/executables.js";
 
 /** How long CMD's group gets between SIGTERM and SIGKILL when it is taken down. */
 export const KILL_GRACE_MS = 5000;
@@ -41,6 +41,8 @@ export interface LocalCommandOptions {
   warn: (line: string) => void;
   /** ms between SIGTERM and SIGKILL when CMD's group is taken down (default KILL_GRACE_MS). */
   killGraceMs?: number;
+  /** What CMD is called in messages (default `cmd`; the transparent network starts CMD through `unshare`). */
+  name?: string;
   /** Use `setpriv --pdeathsig` (default: where available); false leaves the watchdog alone. */
   parentDeathSignal?: boolean;
 }
@@ -73,17 +75,7 @@ export function parentDeathSignalAvailable(): boolean {
 
 /** Whether `cmd` names an executable (on PATH, or as a path). */
 function resolvable(cmd: string, env: NodeJS.ProcessEnv): boolean {
-  const candidates = cmd.includes("/")
-    ? [cmd]
-    : (env.PATH ?? "").split(delimiter).map((d) => join(d || ".", cmd));
-  return candidates.some((c) => {
-    try {
-      accessSync(c, fsConstants.X_OK);
-      return true;
-    } catch {
-      return false;
-    }
-  });
+  return findExecutable(cmd, env) !== undefined;
 }
 
 /**
@@ -125,6 +117,7 @@ function signalGroup(pgid: number | undefined, sig: NodeJS.Signals): void {
 export function startLocalCommand(cmd: string, args: string[], o: LocalCommandOptions): LocalCommand {
   const graceMs = o.killGraceMs ?? KILL_GRACE_MS;
   // A command that does not resolve runs directly, so its error reads as before (spawn … ENOENT).
+  const name = o.name ?? cmd;
   const viaSetpriv = (o.parentDeathSignal ?? true) && parentDeathSignalAvailable() && resolvable(cmd, o.env);
   const child = viaSetpriv
     ? spawn("setpriv", ["--pdeathsig", "SIGTERM", "--", cmd, ...args], {
@@ -140,14 +133,14 @@ export function startLocalCommand(cmd: string, args: string[], o: LocalCommandOp
     const ticks = String(Math.ceil(graceMs / 100));
     watchdog = spawn(
       "sh",
-      ["-c", WATCHDOG, "switchyard-watchdog", String(pgid), String(process.pid), cmd, ticks],
+      ["-c", WATCHDOG, "switchyard-watchdog", String(pgid), String(process.pid), name, ticks],
       {
         stdio: ["pipe", "ignore", "inherit"],
         detached: true,
       },
     );
     watchdog.on("error", (err) =>
-      o.warn(`no watchdog for ${cmd} (${err.message}): it may outlive a killed CLI`),
+      o.warn(`no watchdog for ${name} (${err.message}): it may outlive a killed CLI`),
     );
     watchdog.stdin!.on("error", () => {}); // the watchdog gone first: nothing left to tell it
     // Neither the watchdog nor its pipe keeps the CLI running.
@@ -175,7 +168,7 @@ export function startLocalCommand(cmd: string, args: string[], o: LocalCommandOp
         await new Promise((r) => setTimeout(r, 10));
       }
       const leftovers = pgid !== undefined && groupAlive(pgid);
-      if (leftovers) o.warn(`${cmd} exited; stopping what it left running (process group ${pgid})`);
+      if (leftovers) o.warn(`${name} exited; stopping what it left running (process group ${pgid})`);
       if (watchdog?.stdin?.writable) {
         // `stop`: the watchdog takes the group down on its own, even if the CLI exits first.
         watchdog.stdin.end(leftovers ? "stop\n" : "done\n");

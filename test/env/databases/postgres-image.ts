@@ -8,6 +8,7 @@
 import { existsSync, readdirSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
+import type { V1EnvVarSource, V1PodSpec } from "@kubernetes/client-node";
 import {
   baseDirectories,
   hostBinary,
@@ -73,5 +74,47 @@ export async function postgresImage(name = POSTGRES_IMAGE): Promise<ImageSpec> {
     ],
     user: `${uid}:${uid}`,
     exposedPorts: ["5432/tcp"],
+  };
+}
+
+export interface PostgresPodOptions {
+  user: string;
+  database: string;
+  /** The password, or where the kubelet reads it from (a Secret key). */
+  password: string | V1EnvVarSource;
+  /** A ConfigMap whose files the entrypoint runs once (`/docker-entrypoint-initdb.d`). */
+  initConfigMap: string;
+}
+
+/** A pod spec running this image as its `postgres` user, data on an emptyDir, ready once it listens. */
+export function postgresPodSpec(o: PostgresPodOptions): V1PodSpec {
+  return {
+    securityContext: { runAsNonRoot: true, runAsUser: POSTGRES_IMAGE_UID, fsGroup: POSTGRES_IMAGE_UID },
+    containers: [
+      {
+        name: "postgres",
+        image: POSTGRES_IMAGE,
+        imagePullPolicy: "Never",
+        env: [
+          { name: "POSTGRES_USER", value: o.user },
+          { name: "POSTGRES_DB", value: o.database },
+          typeof o.password === "string"
+            ? { name: "POSTGRES_PASSWORD", value: o.password }
+            : { name: "POSTGRES_PASSWORD", valueFrom: o.password },
+          { name: "PGDATA", value: "/var/lib/postgresql/data/pgdata" },
+        ],
+        ports: [{ containerPort: 5432 }],
+        // The entrypoint's initialising server listens on its socket only.
+        readinessProbe: { tcpSocket: { port: 5432 }, periodSeconds: 1 },
+        volumeMounts: [
+          { name: "data", mountPath: "/var/lib/postgresql/data" },
+          { name: "init", mountPath: "/docker-entrypoint-initdb.d" },
+        ],
+      },
+    ],
+    volumes: [
+      { name: "data", emptyDir: {} },
+      { name: "init", configMap: { name: o.initConfigMap } },
+    ],
   };
 }

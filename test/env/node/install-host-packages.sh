@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Installs the Debian packages real test nodes need (test/env/node): containerd and runc, the CNI
-# plugins, iptables, and iproute2 and util-linux for ip, nsenter and unshare. Idempotent: installs
+# plugins, iptables, iproute2 and util-linux for ip, nsenter and unshare, and busybox-static (a
+# statically linked program for the transparent network tests of `switchyard exec`). Idempotent: installs
 # only what is missing. Starts no daemon: the nodes run their own containerd, and on a host with
 # systemd the package's containerd.service is stopped and disabled again if installing started it.
 # Usage (as root, or with sudo on PATH): test/env/node/install-host-packages.sh
 set -euo pipefail
-packages=(containerd runc containernetworking-plugins iptables iproute2 util-linux)
+packages=(containerd runc containernetworking-plugins iptables iproute2 util-linux busybox-static)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q '^install ok installed$' || missing+=("$p")

@@ -1,8 +1,10 @@
 // The real agent process against a real API server, spoken to over the session protocol:
 // env equals the pod's kubelet-resolved env (with include/exclude and the DB-branch
-// rewrite), files from a ConfigMap mount read back in pieces, paths the API cannot
-// answer get clear errors — all with a narrow RBAC identity like a sidecar's.
+// rewrite), files from a ConfigMap mount read back in pieces, the container's mounts listed,
+// paths the API cannot answer get clear errors — all with a narrow RBAC identity like a
+// sidecar's.
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { readFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { CoreV1Api, RbacAuthorizationV1Api } from "@kubernetes/client-node";
@@ -240,6 +242,23 @@ describe("files through the protocol", () => {
     ]);
     const st = await c.stat("/etc/shop/settings.yaml");
     expect(st.result.case === "stat" && Number(st.result.value.size)).toBe(22);
+  });
+
+  it("lists the container's mounts, longest first, with the agent's resolver config", async () => {
+    const c = await connect("files-mounts");
+    const core = set.get("east").kubeConfig().makeApiClient(CoreV1Api);
+    const live = await core.readNamespacedPod({ name: "shop-0", namespace: ns });
+    // Every volume of this pod is API-backed (the ConfigMap, and the ServiceAccount projection
+    // when the API server adds one), so every mount is listed.
+    const expected = (live.spec!.containers[0]!.volumeMounts ?? [])
+      .map((m) => m.mountPath)
+      .sort((a, b) => b.length - a.length);
+    expect(expected).toContain("/etc/shop");
+    const r = await c.mounts();
+    expect(r.error).toBe("");
+    expect(r.result.case === "mounts" && r.result.value.paths).toEqual(expected);
+    const own = await readFile("/etc/resolv.conf", "utf8").catch(() => "");
+    expect(r.result.case === "mounts" && r.result.value.resolvConf).toBe(own);
   });
 
   it("answers paths the API cannot serve with clear errors, never a wrong answer", async () => {

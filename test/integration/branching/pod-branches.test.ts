@@ -19,7 +19,12 @@ import { BranchController } from "../../../control-plane/src/branching/branch-co
 import { PgPodBranches } from "../../../control-plane/src/branching/pod-branches.js";
 import { installCrds } from "../../../control-plane/src/runtime/index.js";
 import { startClusterSet, type ClusterSet } from "../../env/cluster-set.js";
-import { POSTGRES_IMAGE, POSTGRES_IMAGE_UID, postgresImage } from "../../env/databases/postgres-image.js";
+import {
+  POSTGRES_IMAGE,
+  POSTGRES_IMAGE_UID,
+  postgresImage,
+  postgresPodSpec,
+} from "../../env/databases/postgres-image.js";
 import { startNodes, type NodeSet } from "../../env/node/node-set.js";
 import { eventually } from "../../support/poll.js";
 import { runOnceInCluster, secretEnv } from "./pod-once.js";
@@ -69,35 +74,12 @@ beforeAll(async () => {
     namespace: NS,
     body: {
       metadata: { name: "source", labels: { app: "source" } },
-      spec: {
-        securityContext: { runAsNonRoot: true, runAsUser: 999, fsGroup: 999 },
-        containers: [
-          {
-            name: "postgres",
-            image: POSTGRES_IMAGE,
-            imagePullPolicy: "Never",
-            env: [
-              { name: "POSTGRES_USER", value: "app" },
-              { name: "POSTGRES_DB", value: "shop" },
-              {
-                name: "POSTGRES_PASSWORD",
-                valueFrom: { secretKeyRef: { name: "source-credentials", key: "password" } },
-              },
-              { name: "PGDATA", value: "/var/lib/postgresql/data/pgdata" },
-            ],
-            ports: [{ containerPort: 5432 }],
-            readinessProbe: { tcpSocket: { port: 5432 }, periodSeconds: 1 },
-            volumeMounts: [
-              { name: "data", mountPath: "/var/lib/postgresql/data" },
-              { name: "init", mountPath: "/docker-entrypoint-initdb.d" },
-            ],
-          },
-        ],
-        volumes: [
-          { name: "data", emptyDir: {} },
-          { name: "init", configMap: { name: "source-init" } },
-        ],
-      },
+      spec: postgresPodSpec({
+        user: "app",
+        database: "shop",
+        password: { secretKeyRef: { name: "source-credentials", key: "password" } },
+        initConfigMap: "source-init",
+      }),
     },
   });
   await core.createNamespacedService({

@@ -293,6 +293,8 @@ srv.listen(Number(port), "127.0.0.1", () => {
       "--steal",
       "--port",
       `8080:${localPort}`,
+      // CMD says "ready" through the proxy variables (the transparent network has none).
+      "--network=proxy",
       ...extra,
       "--",
       process.execPath,

@@ -4,7 +4,8 @@
 // TrafficDelivery to a local app and the LocalProxy over outgoing TCP — is exercised
 // against what the agent really sends: filtered steals answered locally while other
 // requests still reach the cluster app, mirrors that leave the app answering, raw steals,
-// and outgoing connections that leave from east only.
+// and outgoing connections — TCP, and SOCKS5 UDP ASSOCIATE datagrams — that leave from east only.
+import { createSocket } from "node:dgram";
 import { createServer, request, type Server } from "node:http";
 import {
   connect,
@@ -20,6 +21,8 @@ import { SessionSecrets } from "../../../data-plane/agent/src/session-secrets.js
 import { hashSecret as sha256Hex } from "../../../proto/session-auth.js";
 import { TargetView } from "../../../data-plane/agent/src/target/target-view.js";
 import { LocalProxy } from "../../../cli/src/sdk/local/local-proxy.js";
+import { sessionUdpRelay } from "../../../cli/src/sdk/local/session-udp-relay.js";
+import { decodeSocksUdp, encodeSocksUdp } from "../../../cli/src/sdk/local/socks-udp-header.js";
 import { SessionClient, type UpstreamEvent } from "../../../cli/src/sdk/session/session-client.js";
 import { TrafficDelivery } from "../../../cli/src/sdk/local/traffic-delivery.js";
 import { RouterProcess } from "../router/router-process.js";
@@ -196,5 +199,68 @@ describe("SDK with the real agent", () => {
     await expect(c.env()).rejects.toThrow(/SWITCHYARD_AGENT_NO_TARGET_POD/);
     const addrs = await c.lookup("localhost");
     expect(addrs.length).toBeGreaterThan(0);
+  });
+
+  it("relays the proxy's UDP ASSOCIATE datagrams out of the Default cluster and back", async () => {
+    const { c } = await session();
+    const dnsEcho = createSocket("udp4");
+    const dnsSources: string[] = [];
+    dnsEcho.on("message", (m, r) => {
+      dnsSources.push(r.address);
+      dnsEcho.send(m, r.port, r.address);
+    });
+    await new Promise<void>((r) => dnsEcho.bind(0, "127.0.0.1", () => r()));
+    cleanup.push(() => dnsEcho.close());
+    const proxy = new LocalProxy({
+      dialer: { dial: (h, p) => c.connectTcp(h, p) },
+      udp: sessionUdpRelay(c),
+    });
+    const port = await proxy.listen();
+    cleanup.push(() => proxy.close());
+    const s: Socket = connect(port, "127.0.0.1");
+    cleanup.push(() => s.destroy());
+    const reply = new Promise<Buffer>((resolve) => {
+      let got = Buffer.alloc(0);
+      s.on("data", (d: Buffer) => {
+        got = Buffer.concat([got, d]);
+        if (got.length >= 12) resolve(got);
+      });
+    });
+    await new Promise((r) => s.once("connect", r));
+    s.write(Buffer.from([5, 1, 0, 5, 3, 0, 1, 0, 0, 0, 0, 0, 0]));
+    const r = await reply;
+    expect([...r.subarray(0, 4)]).toEqual([5, 0, 5, 0]);
+    const bnd = r.readUInt16BE(10);
+
+    const client = createSocket("udp4");
+    await new Promise<void>((res) => client.bind(0, "127.0.0.1", () => res()));
+    cleanup.push(() => client.close());
+    // A DNS query (id 0x5a17, RD) for orders.shop.svc A IN.
+    const qname = Buffer.concat(
+      ["orders", "shop", "svc"].map((l) => Buffer.concat([Buffer.from([l.length]), Buffer.from(l)])),
+    );
+    const query = Buffer.concat([
+      Buffer.from([0x5a, 0x17, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0]),
+      qname,
+      Buffer.from([0, 0, 1, 0, 1]),
+    ]);
+    const echoPort = dnsEcho.address().port;
+    const answer = new Promise<Buffer>((res) => client.once("message", (m) => res(m)));
+    client.send(encodeSocksUdp("127.0.0.1", echoPort, query), bnd, "127.0.0.1");
+    expect(decodeSocksUdp(await answer)).toEqual({
+      ok: true,
+      frag: 0,
+      host: "127.0.0.1",
+      port: echoPort,
+      data: query,
+    });
+    expect(dnsSources).toEqual(["127.0.0.2"]);
+    expect(proxy.udpDatagrams).toBe(2);
+    const eastUdp = () => [...agents.east.agent.sessions.values()].reduce((n, x) => n + x.udp.size, 0);
+    expect(eastUdp()).toBe(1);
+    expect([...agents.west.agent.sessions.values()].reduce((n, x) => n + x.udp.size, 0)).toBe(0);
+    // Closing the control connection ends the association and the agent's socket.
+    s.destroy();
+    await expect.poll(eastUdp, { timeout: 10_000 }).toBe(0);
   });
 });

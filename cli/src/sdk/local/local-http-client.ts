@@ -28,6 +28,11 @@ export interface LocalHttpOptions {
   answerTimeoutMs?: number;
   /** TCP connect timeout to the local process, ms (default 10 000). */
   connectTimeoutMs?: number;
+  /**
+   * Where a local port is reached instead of host:port: a Unix socket path (the command's
+   * network namespace under `exec --network=transparent`, see ../transparent).
+   */
+  socketPathFor?: (port: number) => string | undefined;
   /** How long an idle connection stays open, ms (default 4 000; a server's Keep-Alive hint shortens it). */
   idleMs?: number;
 }
@@ -81,6 +86,7 @@ export class LocalHttpClient {
   readonly #answerTimeoutMs: number;
   readonly #connectTimeoutMs: number;
   readonly #idleMs: number;
+  readonly #socketPathFor: ((port: number) => string | undefined) | undefined;
 
   constructor(
     private readonly host: string,
@@ -90,6 +96,7 @@ export class LocalHttpClient {
     this.#answerTimeoutMs = nonNegative("answerTimeoutMs", options.answerTimeoutMs, 60_000);
     this.#connectTimeoutMs = positive("connectTimeoutMs", options.connectTimeoutMs, 10_000);
     this.#idleMs = positive("idleMs", options.idleMs, 4_000);
+    this.#socketPathFor = options.socketPathFor;
   }
 
   /**
@@ -142,6 +149,7 @@ export class LocalHttpClient {
         // A streamed answer may be quiet for long (an event stream between events).
         bodyTimeout: 0,
         connect: { timeout: this.#connectTimeoutMs },
+        ...(this.#socketPathFor?.(port) ? { socketPath: this.#socketPathFor(port)! } : {}),
       });
       this.#pools.set(port, pool);
     }

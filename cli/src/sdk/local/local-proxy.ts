@@ -4,7 +4,9 @@
 // leave from the Default cluster. Host names are passed through unresolved (SOCKS5
 // domain addresses, CONNECT authorities, absolute-form URLs), so DNS happens remotely.
 //
-// - SOCKS5 (RFC 1928): no authentication, CONNECT only; IPv4, IPv6 and domain addresses.
+// - SOCKS5 (RFC 1928): no authentication; IPv4, IPv6 and domain addresses. CONNECT, and
+//   UDP ASSOCIATE when a `UdpRelay` is given (datagrams relayed through it, see
+//   socks-udp-association.ts; without one it is answered "command not supported"). No BIND.
 // - HTTP CONNECT host:port → "200 Connection Established", then raw bytes (HTTPS_PROXY).
 // - HTTP absolute-form requests (`GET http://host/path`, HTTP_PROXY): the first request
 //   is rewritten to origin-form with `Connection: close`, so each proxied connection
@@ -12,6 +14,11 @@
 import { createServer, type AddressInfo, type Server, type Socket } from "node:net";
 import type { Duplex } from "node:stream";
 import { CliError, CliErrorCode } from "../cli-errors.js";
+import { splice } from "./splice.js";
+import { encodeSocksAddress } from "./socks-udp-header.js";
+import { isUnspecifiedIp, sameIp, SocksUdpAssociation, type UdpRelay } from "./socks-udp-association.js";
+
+export type { UdpFlow, UdpRelay } from "./socks-udp-association.js";
 
 export interface Dialer {
   /** Opens a byte stream to host:port (host may be a name: resolve it remotely). */
@@ -28,6 +35,10 @@ export interface LocalProxyOptions {
   maxHeadBytes?: number;
   /** Called when a dial fails, for the CLI's log. */
   onDialError?: (target: string, err: Error) => void;
+  /** Path for SOCKS5 UDP ASSOCIATE datagrams (default none: the command is refused). */
+  udp?: UdpRelay;
+  /** Listen on this Unix socket instead of host:port (CONNECT only: UDP needs an address). */
+  path?: string;
 }
 
 const SOCKS_VERSION = 5;
@@ -43,11 +54,17 @@ const REP = {
 };
 
 export class LocalProxy {
-  readonly #o: Required<Omit<LocalProxyOptions, "onDialError">> & Pick<LocalProxyOptions, "onDialError">;
+  readonly #o: Required<Omit<LocalProxyOptions, "onDialError" | "udp" | "path">> &
+    Pick<LocalProxyOptions, "onDialError" | "udp">;
   #server: Server | undefined;
   readonly #sockets = new Set<Socket>();
+  readonly #associations = new Set<SocksUdpAssociation>();
   /** Connections proxied so far (for status lines and tests). */
   connections = 0;
+  /** UDP datagrams relayed so far, both directions. */
+  udpDatagrams = 0;
+  /** UDP datagrams dropped: foreign sources, fragments, malformed headers, undeliverable answers. */
+  udpDropped = 0;
 
   constructor(options: LocalProxyOptions) {
     if (!options?.dialer)
@@ -61,17 +78,22 @@ export class LocalProxy {
       port,
       maxHeadBytes: options.maxHeadBytes ?? 64 * 1024,
       onDialError: options.onDialError,
+      udp: options.udp,
     };
+    this.#path = options.path;
   }
+
+  readonly #path: string | undefined;
 
   async listen(): Promise<number> {
     const server = createServer((s) => this.#accept(s));
     await new Promise<void>((resolve, reject) => {
       server.once("error", reject);
-      server.listen(this.#o.port, this.#o.host, () => resolve());
+      if (this.#path) server.listen(this.#path, () => resolve());
+      else server.listen(this.#o.port, this.#o.host, () => resolve());
     });
     this.#server = server;
-    return (server.address() as AddressInfo).port;
+    return this.#path ? 0 : (server.address() as AddressInfo).port;
   }
 
   get port(): number {
@@ -85,6 +107,7 @@ export class LocalProxy {
   }
 
   async close(): Promise<void> {
+    for (const a of this.#associations) a.close();
     for (const s of this.#sockets) s.destroy();
     const server = this.#server;
     this.#server = undefined;
@@ -167,6 +190,8 @@ export class LocalProxy {
     const p = await this.#read(socket, 2);
     if (!p) return;
     const port = p.readUInt16BE(0);
+    if (ver === SOCKS_VERSION && cmd === 3 && this.#o.udp)
+      return this.#associate(socket, this.#o.udp, host, port);
     if (ver !== SOCKS_VERSION || cmd !== 1) {
       socket.end(reply(REP.cmdUnsupported));
       return;
@@ -181,6 +206,32 @@ export class LocalProxy {
     }
     socket.write(reply(REP.ok));
     this.#splice(socket, remote);
+  }
+
+  /** UDP ASSOCIATE: DST.ADDR/DST.PORT name the client's datagram source (all zeros: not known yet). */
+  async #associate(socket: Socket, relay: UdpRelay, host: string, port: number): Promise<void> {
+    const fail = (rep: number) => socket.end(Buffer.from([SOCKS_VERSION, rep, 0, 1, 0, 0, 0, 0, 0, 0]));
+    if (!isUnspecifiedIp(host) && !sameIp(host, socket.remoteAddress ?? "")) return void fail(REP.notAllowed);
+    let a: SocksUdpAssociation;
+    try {
+      a = await SocksUdpAssociation.open({
+        control: socket,
+        relay,
+        bindHost: this.#o.host,
+        clientPort: port,
+        counters: this,
+        onEnd: (gone) => this.#associations.delete(gone),
+      });
+    } catch (err) {
+      this.#o.onDialError?.(`UDP on ${this.#o.host}`, err as Error);
+      return void fail(REP.general);
+    }
+    if (socket.destroyed) return a.close();
+    this.#associations.add(a);
+    const { host: bndHost, port: bndPort } = a.bound;
+    socket.write(
+      Buffer.concat([Buffer.from([SOCKS_VERSION, REP.ok, 0]), encodeSocksAddress(bndHost, bndPort)]),
+    );
   }
 
   async #http(socket: Socket): Promise<void> {
@@ -279,11 +330,6 @@ export class LocalProxy {
 
   #splice(local: Socket, remote: Duplex): void {
     this.connections++;
-    remote.on("error", () => local.destroy());
-    local.on("error", () => remote.destroy());
-    local.on("close", () => remote.destroy());
-    remote.on("close", () => local.destroySoon());
-    local.pipe(remote);
-    remote.pipe(local);
+    splice(local, remote);
   }
 }

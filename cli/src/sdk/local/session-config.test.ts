@@ -14,10 +14,40 @@ describe("session config", () => {
       envInclude: [],
       envExclude: [],
       proxy: true,
+      network: "auto",
+      keepLocal: [],
+      files: [],
       branches: [],
       branchTimeoutSeconds: 120,
       queues: [],
     });
+  });
+
+  it("reads the network section, flags overriding it, and names a bad mode or path", () => {
+    const file = parseConfigText(
+      JSON.stringify({
+        target: "deployment/a",
+        network: { mode: "transparent", keepLocal: ["10.0.0.0/8"], files: ["/app/config.yaml"] },
+      }),
+    );
+    expect(resolveConfig(file, {})).toMatchObject({
+      network: "transparent",
+      keepLocal: ["10.0.0.0/8"],
+      files: ["/app/config.yaml"],
+    });
+    expect(resolveConfig(file, { network: "proxy", keepLocal: ["192.168.1.0/24"] })).toMatchObject({
+      network: "proxy",
+      keepLocal: ["192.168.1.0/24"],
+    });
+    expect(() => resolveConfig(file, { network: "tun" })).toThrow(
+      /--network must be auto, transparent or proxy/,
+    );
+    expect(() => resolveConfig(file, { files: ["etc/x"] })).toThrow(
+      /--files "etc\/x" must be the container's absolute path/,
+    );
+    expect(() =>
+      parseConfigText(JSON.stringify({ target: "deployment/a", network: { mode: "tun" } })),
+    ).toThrow(/network/);
   });
 
   it("lets flags override the file", () => {

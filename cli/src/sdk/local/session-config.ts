@@ -50,6 +50,16 @@ export const SessionConfigFile = z.strictObject({
   failurePolicy: z.enum(["AllOrNothing", "BestEffort"]).optional(),
   /** Give the process a SOCKS5/HTTP proxy through the Default cluster (default true). */
   proxy: z.boolean().optional(),
+  /** How the command reaches the Default cluster (../transparent): its network, DNS and files. */
+  network: z
+    .strictObject({
+      mode: z.enum(["auto", "transparent", "proxy"]).optional(),
+      /** Addresses or CIDRs the command reaches from this machine, not through the cluster. */
+      keepLocal: z.array(z.string()).optional(),
+      /** Container paths shown to the command besides the target's volume mounts. */
+      files: z.array(z.string().regex(/^\//, "must be an absolute path")).optional(),
+    })
+    .optional(),
   /** Database branches the session uses (branch-config.ts). */
   branches: z.array(BranchConfigEntry).optional(),
   /** Seconds to wait for every branch to be Ready (default 120). */
@@ -83,6 +93,9 @@ export interface SessionFlags {
   envExclude?: string[];
   ttl?: string;
   proxy?: boolean;
+  network?: string;
+  keepLocal?: string[];
+  files?: string[];
 }
 
 export interface PortMapping {
@@ -107,6 +120,15 @@ export interface SessionConfig {
   ttlSeconds?: number;
   failurePolicy?: "AllOrNothing" | "BestEffort";
   proxy: boolean;
+  /**
+   * auto: transparent where the machine allows it, else the proxy (said in one line);
+   * transparent: the namespaces or an error; proxy: the SOCKS5/HTTP proxy variables only.
+   */
+  network: "auto" | "transparent" | "proxy";
+  /** Addresses/CIDRs kept on this machine under the transparent network. */
+  keepLocal: string[];
+  /** Container paths shown besides the target's mounts under the transparent network. */
+  files: string[];
   /** Database branches, created before the session (empty: none). */
   branches: BranchRequest[];
   /** Seconds to wait for every branch to be Ready. */
@@ -278,6 +300,9 @@ export function resolveConfig(
     ...opt("ttlSeconds", ttlSeconds),
     ...opt("failurePolicy", file.failurePolicy),
     proxy: flags.proxy ?? file.proxy ?? true,
+    network: networkMode(flags.network ?? file.network?.mode),
+    keepLocal: flags.keepLocal?.length ? flags.keepLocal : (file.network?.keepLocal ?? []),
+    files: checkedPaths(flags.files?.length ? flags.files : (file.network?.files ?? [])),
     branches: resolveBranches(file.branches ?? [], target, bad),
     branchTimeoutSeconds: file.branchTimeoutSeconds ?? BRANCH_TIMEOUT_SECONDS_DEFAULT,
     queues: resolveQueues(file.queues ?? [], bad),
@@ -291,3 +316,16 @@ const FILE_FILTER_NAMES: HttpFilterNames = {
   method: "method",
   match: "match",
 };
+
+function networkMode(v: string | undefined): SessionConfig["network"] {
+  if (v === undefined) return "auto";
+  if (v === "auto" || v === "transparent" || v === "proxy") return v;
+  throw invalid(`--network must be auto, transparent or proxy, got ${JSON.stringify(v)}`);
+}
+
+function checkedPaths(paths: string[]): string[] {
+  for (const p of paths)
+    if (!p.startsWith("/"))
+      throw invalid(`--files ${JSON.stringify(p)} must be the container's absolute path`);
+  return paths;
+}

@@ -18,7 +18,10 @@ export interface TrafficDeliveryOptions {
   localHost?: string;
   /** Called on each delivery failure (local app not listening, …), for the CLI's log. */
   onError?: (what: string, err: Error) => void;
-  /** Connections and deadlines toward the local process for stolen HTTP requests. */
+  /**
+   * Connections and deadlines toward the local process for stolen HTTP requests; its
+   * `socketPathFor` applies to raw connections too.
+   */
   http?: LocalHttpOptions;
 }
 
@@ -36,6 +39,7 @@ export class TrafficDelivery {
   readonly #o: Required<Omit<TrafficDeliveryOptions, "onError" | "http">> &
     Pick<TrafficDeliveryOptions, "onError">;
   readonly #http: LocalHttpClient;
+  readonly #socketPathFor: ((port: number) => string | undefined) | undefined;
   readonly #onConn = (c: IncomingConnection) => this.#connection(c);
   readonly #onReq = (r: IncomingHttpRequest) => void this.#httpRequest(r);
 
@@ -52,6 +56,7 @@ export class TrafficDelivery {
       localHost: options.localHost ?? "127.0.0.1",
       onError: options.onError,
     };
+    this.#socketPathFor = options.http?.socketPathFor;
     this.#http = new LocalHttpClient(this.#o.localHost, options.http);
   }
 
@@ -79,7 +84,8 @@ export class TrafficDelivery {
   #connection(c: IncomingConnection): void {
     this.stats.connections++;
     const port = this.localPortFor(c.info.port);
-    const local = connect({ host: this.#o.localHost, port });
+    const path = this.#socketPathFor?.(port);
+    const local = path ? connect({ path }) : connect({ host: this.#o.localHost, port });
     local.setNoDelay(true);
     local.on("error", (err) => {
       this.#fail(`${c.info.mode} connection from ${c.info.remoteAddress} to local port ${port}`, err);

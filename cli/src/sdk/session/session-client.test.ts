@@ -1,10 +1,10 @@
 // SessionClient against an in-process fake router (a real WebSocket server on port 0):
 // frames sent right behind the HelloAck are not lost, upgrade refusals map to codes (401
 // fatal, 404 retried only just after creation), filtered-steal connections turn into
-// HTTP requests or raw connections, remote errors and silence reject requests, outgoing
-// TCP streams open (or are dropped when refused), a lost router is replaced by the next
-// one with subscriptions restored, and a router that never returns ends in one `lost`
-// event.
+// HTTP requests or raw connections, remote errors and silence reject requests, the
+// target's mounts come back (or the agent's file error), outgoing TCP streams open (or are
+// dropped when refused), a lost router is replaced by the next one with subscriptions
+// restored, and a router that never returns ends in one `lost` event.
 import { createServer, type Server } from "node:http";
 import { Readable } from "node:stream";
 import type { AddressInfo } from "node:net";
@@ -415,6 +415,43 @@ describe("SessionClient", () => {
     s.write("hi");
     expect((await echoed).toString()).toBe("echo hi");
     expect(s.id).toBeGreaterThan(0);
+  });
+
+  it("asks the Default agent for the target's mounts, and maps its file error like stat's", async () => {
+    const { router, url } = await fake();
+    let answer: { paths: string[]; resolvConf: string } | undefined = {
+      paths: ["/etc/shop/app.yaml", "/etc/shop"],
+      resolvConf: "nameserver 10.96.0.10\n",
+    };
+    router.onFrame = (f, ws) => {
+      if (f.header.family !== F.FILE) return;
+      const mounts = f.header.kind === pb.FileKind.MOUNTS;
+      ws.send(
+        encodeFrame(
+          { family: F.FILE, kind: pb.FileKind.RESULT, requestId: f.header.requestId },
+          pb.FileResultSchema,
+          mounts && answer
+            ? { result: { case: "mounts", value: answer } }
+            : { error: "ENOTSUP", message: "this agent serves no target pod" },
+        ),
+      );
+    };
+    const c = client([url]);
+    await c.connect();
+    expect(await c.mounts()).toEqual({
+      paths: ["/etc/shop/app.yaml", "/etc/shop"],
+      resolvConf: "nameserver 10.96.0.10\n",
+    });
+    expect(
+      router.frames.some((f) => f.header.family === F.FILE && f.header.kind === pb.FileKind.MOUNTS),
+    ).toBe(true);
+    answer = undefined;
+    const refused = { code: "SWITCHYARD_CLI_REMOTE_ERROR", remoteCode: "ENOTSUP" };
+    await expect(c.mounts()).rejects.toMatchObject({
+      ...refused,
+      message: "cannot list the target's mounts: ENOTSUP (this agent serves no target pod)",
+    });
+    await expect(c.stat("/etc/shop")).rejects.toMatchObject(refused);
   });
 
   it("emits lost once when no router comes back", async () => {

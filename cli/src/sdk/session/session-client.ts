@@ -41,6 +41,7 @@ import {
   type EnvOptions,
   type FileStatInfo,
   type PingResult,
+  type TargetMounts,
 } from "./session-requests.js";
 import { SessionStreams } from "./session-streams.js";
 import { SessionSubscriptions, type Subscription } from "./subscriptions.js";
@@ -55,6 +56,7 @@ export type {
   EnvQueueRewrite,
   FileStatInfo,
   PingResult,
+  TargetMounts,
 } from "./session-requests.js";
 export type { Subscription } from "./subscriptions.js";
 
@@ -287,6 +289,11 @@ export class SessionClient extends EventEmitter<SessionClientEvents> implements 
 
   readDir(path: string): Promise<Array<{ name: string; isDir: boolean }>> {
     return this.#requests.readDir(path);
+  }
+
+  /** The target container's served mount paths (longest first) and the pod's /etc/resolv.conf. */
+  mounts(): Promise<TargetMounts> {
+    return this.#requests.mounts();
   }
 
   /** Reads a whole remote file (open, read until a short read, close). */

@@ -26,6 +26,14 @@ export interface FileStatInfo {
   isDir: boolean;
 }
 
+/** The target container's mount paths and the pod's resolver config (FILE MOUNTS). */
+export interface TargetMounts {
+  /** Volume mount paths the Default agent serves, longest first. */
+  paths: string[];
+  /** The pod's /etc/resolv.conf; "" when the agent could not read it. */
+  resolvConf: string;
+}
+
 export interface EnvOptions {
   names?: string[];
   include?: string[];
@@ -131,6 +139,17 @@ export class SessionRequests {
     const r = await this.#file(pb.FileKind.READ_DIR, pb.FileReadDirSchema, { path }, `cannot list ${path}`);
     if (r.result.case !== "entries") return [];
     return r.result.value.entries.map((e) => ({ name: e.name, isDir: e.isDir }));
+  }
+
+  async mounts(): Promise<TargetMounts> {
+    const r = await this.#file(
+      pb.FileKind.MOUNTS,
+      pb.FileMountsSchema,
+      {},
+      "cannot list the target's mounts",
+    );
+    if (r.result.case !== "mounts") throw new RemoteError(EIO, "mounts: the agent returned no mount list");
+    return { paths: [...r.result.value.paths], resolvConf: r.result.value.resolvConf };
   }
 
   /** Reads a whole remote file (open, read until a short read, close). */

@@ -1,10 +1,12 @@
 // The FILE family for one session: read-only open/read/read-dir/stat/close over the
-// target's files (TargetView: the API-backed VolumeFiles, or a sidecar's PodFiles). An open
+// target's files, and MOUNTS: the target's mount paths with the pod's /etc/resolv.conf (the
+// agent's own: a sidecar shares the pod's DNS config; re-read on every request) (TargetView: the API-backed VolumeFiles, or a sidecar's PodFiles). An open
 // reads the whole file once (API volume files are at most 1 MiB; PodFiles caps the size),
 // so reads at any offset see one consistent version. Failures answer an errno-style name
 // plus a message: ENOENT, ENOTSUP (not served remotely: image files, other volume kinds, no
 // target pod, a file too large or not readable by the agent),
 // EISDIR, ENOTDIR, EBADF, EROFS (writes), EMFILE (too many handles), EIO (API or I/O failure).
+import { readFile } from "node:fs/promises";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { integerIn } from "../../../../lib/option-error.js";
 import { ErrorCode } from "../../../../proto/error-codes.js";
@@ -12,6 +14,7 @@ import { decodePayload, encodeFrame } from "../../../../proto/frame-codec.js";
 import {
   FileCloseSchema,
   FileKind,
+  FileMountsSchema,
   FileOpenSchema,
   FileReadDirSchema,
   FileReadSchema,
@@ -30,6 +33,8 @@ export interface FileHandlesOptions {
   maxHandles?: number;
   /** Largest read answered in one frame, bytes; longer reads are cut (default 1 MiB − 4 KiB). */
   maxReadBytes?: number;
+  /** The resolver config sent with MOUNTS (default /etc/resolv.conf); unreadable → "". */
+  resolvConfPath?: string;
 }
 
 const ERRNO: Record<string, string> = {
@@ -55,6 +60,7 @@ export class FileHandles {
   private next = 1n;
   private readonly maxHandles: number;
   private readonly maxReadBytes: number;
+  private readonly resolvConfPath: string;
 
   constructor(
     private readonly view: TargetView,
@@ -62,6 +68,7 @@ export class FileHandles {
   ) {
     this.maxHandles = integerIn("maxHandles", opts.maxHandles, 256, 1);
     this.maxReadBytes = integerIn("maxReadBytes", opts.maxReadBytes, 1024 * 1024 - 4096, 1);
+    this.resolvConfPath = opts.resolvConfPath ?? "/etc/resolv.conf";
   }
 
   get size(): number {
@@ -87,6 +94,10 @@ export class FileHandles {
         break;
       case FileKind.STAT:
         result = await this.stat(decodePayload(frame, FileStatSchema).path);
+        break;
+      case FileKind.MOUNTS:
+        decodePayload(frame, FileMountsSchema);
+        result = await this.mounts();
         break;
       default:
         result = this.close(decodePayload(frame, FileCloseSchema).handle);
@@ -154,6 +165,16 @@ export class FileHandles {
           },
         },
       };
+    } catch (err) {
+      return fileError(err);
+    }
+  }
+
+  async mounts(): Promise<FileResultInit> {
+    try {
+      const paths = await (await this.view.volumeFiles()).mounts();
+      const resolvConf = await readFile(this.resolvConfPath, "utf8").catch(() => "");
+      return { result: { case: "mounts", value: { paths, resolvConf } } };
     } catch (err) {
       return fileError(err);
     }

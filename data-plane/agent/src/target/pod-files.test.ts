@@ -135,6 +135,16 @@ describe("PodFiles", () => {
     expect((await files.stat("/data/big")).size).toBe(10);
   });
 
+  it("lists the target's mount paths, normalized, once each, longest first", async () => {
+    const { files } = layout();
+    const paths = await files.mounts();
+    expect(paths).toEqual(["/app/settings.yaml", "/etc/config", "/data"]);
+    paths.pop(); // a copy: the caller cannot change what is served
+    expect(await files.mounts()).toEqual(["/app/settings.yaml", "/etc/config", "/data"]);
+    expect(await new PodFiles("/r", ["/a//b/", "/a/b", "/", "/a/./b/c/.."]).mounts()).toEqual(["/a/b", "/"]);
+    expect(await new PodFiles("/r", []).mounts()).toEqual([]);
+  });
+
   it("refuses relative roots and mount paths, naming the flag", () => {
     expect(() => new PodFiles("root", [])).toThrow(/--target-root/);
     expect(() => new PodFiles("/root", ["etc"])).toThrow(/--target-mount/);

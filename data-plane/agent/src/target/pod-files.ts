@@ -24,7 +24,7 @@ const under = (path: string, dir: string) => path === dir || path.startsWith(dir
 
 export class PodFiles implements TargetFiles {
   /** The target's mount paths, normalized, longest first (a nested mount wins). */
-  private readonly mounts: string[];
+  private readonly mountPaths: string[];
   private readonly maxFileBytes: number;
 
   /**
@@ -45,7 +45,7 @@ export class PodFiles implements TargetFiles {
           `must be the target's absolute mount path, got ${JSON.stringify(m)}`,
         );
     this.root = posix.normalize(root).replace(/(.)\/$/, "$1");
-    this.mounts = [...new Set(mounts.map((m) => posix.normalize(m).replace(/(.)\/$/, "$1")))].sort(
+    this.mountPaths = [...new Set(mounts.map((m) => posix.normalize(m).replace(/(.)\/$/, "$1")))].sort(
       (a, b) => b.length - a.length,
     );
     this.maxFileBytes = integerIn("maxFileBytes", options.maxFileBytes, 16 * 1024 * 1024, 0);
@@ -57,12 +57,14 @@ export class PodFiles implements TargetFiles {
 
   private async allowed(): Promise<string[]> {
     // The copies' real paths, read each time: a mount's copy is what the kubelet mounted there.
-    const dirs = await Promise.all(this.mounts.map((m) => realpath(this.local(m)).catch(() => undefined)));
+    const dirs = await Promise.all(
+      this.mountPaths.map((m) => realpath(this.local(m)).catch(() => undefined)),
+    );
     return dirs.filter((d): d is string => d !== undefined);
   }
 
   private underMount(p: string): boolean {
-    return this.mounts.some((m) => under(p, m));
+    return this.mountPaths.some((m) => under(p, m));
   }
 
   /**
@@ -105,7 +107,7 @@ export class PodFiles implements TargetFiles {
       ErrorCode.FILE_NOT_AVAILABLE,
       path,
       resolved === undefined
-        ? `${path} is ${NOT_SERVED} (mounts: ${this.mounts.join(", ") || "none"})`
+        ? `${path} is ${NOT_SERVED} (mounts: ${this.mountPaths.join(", ") || "none"})`
         : `${path} is a symlink to ${resolved}, which is ${NOT_SERVED}`,
     );
   }
@@ -154,6 +156,10 @@ export class PodFiles implements TargetFiles {
       default:
         return err;
     }
+  }
+
+  mounts(): Promise<string[]> {
+    return Promise.resolve([...this.mountPaths]);
   }
 
   async stat(path: string): Promise<FileStat> {

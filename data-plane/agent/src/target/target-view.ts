@@ -32,6 +32,8 @@ export interface TargetFiles {
   stat(path: string): Promise<FileStat>;
   readDir(path: string): Promise<DirEntry[]>;
   readFile(path: string): Promise<Buffer>;
+  /** The target container's mount paths that are served, normalized, longest first. */
+  mounts(): Promise<string[]>;
 }
 
 /** Sidecar mode: each part given comes from the pod itself instead of the API. */

@@ -129,7 +129,7 @@ function downwardValue(pod: V1Pod, containers: V1Container[], item: V1DownwardAP
 /** Serves the files under one pod container's API-backed volume mounts. */
 export class VolumeFiles {
   private readonly container: V1Container;
-  private readonly mounts: V1VolumeMount[];
+  private readonly volumeMounts: V1VolumeMount[];
   private readonly trees = new Map<string, Promise<Tree>>();
 
   constructor(
@@ -142,7 +142,7 @@ export class VolumeFiles {
     if (!c) throw new Error(`pod ${pod.metadata?.name} has no container ${options.container ?? "(none)"}`);
     this.container = c;
     // Longest mount path first, so nested mounts win.
-    this.mounts = [...(c.volumeMounts ?? [])].sort((a, b) => b.mountPath.length - a.mountPath.length);
+    this.volumeMounts = [...(c.volumeMounts ?? [])].sort((a, b) => b.mountPath.length - a.mountPath.length);
   }
 
   /** Forget cached volume contents (call when a referenced ConfigMap/Secret changes). */
@@ -150,9 +150,24 @@ export class VolumeFiles {
     this.trees.clear();
   }
 
+  /**
+   * The mount paths of the volumes served: API-backed kinds (configMap, secret, downwardAPI,
+   * projected) and volumes the agent shares; normalized, longest first.
+   */
+  mounts(): Promise<string[]> {
+    const volumes = new Map((this.pod.spec?.volumes ?? []).map((v) => [v.name, v]));
+    const served = this.volumeMounts.filter((m) => {
+      if (this.options.sharedVolumes?.has(m.name)) return true;
+      const v = volumes.get(m.name);
+      return !!(v && (v.configMap || v.secret || v.downwardAPI || v.projected));
+    });
+    const paths = served.map((m) => posix.normalize(m.mountPath).replace(/(.)\/$/, "$1"));
+    return Promise.resolve([...new Set(paths)].sort((a, b) => b.length - a.length));
+  }
+
   private find(path: string): { mount: V1VolumeMount; rest: string } {
     const p = posix.normalize(path.startsWith("/") ? path : `/${path}`);
-    for (const m of this.mounts) {
+    for (const m of this.volumeMounts) {
       const mp = posix.normalize(m.mountPath).replace(/\/$/, "") || "/";
       if (p === mp || p.startsWith(mp === "/" ? "/" : `${mp}/`))
         return { mount: m, rest: p.slice(mp.length) };
@@ -160,7 +175,7 @@ export class VolumeFiles {
     throw new FileAccessError(
       ErrorCode.FILE_NOT_AVAILABLE,
       path,
-      `${path} is not under a volume mount of container ${this.container.name}; files from the container image are not available remotely (mounts: ${this.mounts.map((m) => m.mountPath).join(", ") || "none"})`,
+      `${path} is not under a volume mount of container ${this.container.name}; files from the container image are not available remotely (mounts: ${this.volumeMounts.map((m) => m.mountPath).join(", ") || "none"})`,
     );
   }
 

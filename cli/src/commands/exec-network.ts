@@ -1,0 +1,165 @@
+// How exec's CMD reaches the Default cluster, and CMD started that way:
+// - transparent (Linux; the default where the machine allows it): CMD runs in user, network,
+//   mount and PID namespaces of its own (../sdk/transparent): every TCP connection and UDP
+//   flow, DNS, and the target's files are the cluster's, for any program, with no root;
+// - proxy: CMD gets ALL_PROXY/HTTP(S)_PROXY for the local SOCKS5/HTTP proxy;
+// - none (--no-proxy): CMD runs as it is.
+// With --network=auto a machine that cannot do the transparent network says why in one line
+// and uses the proxy; with --network=transparent that is an error. A namespace that cannot be
+// built also falls back before CMD ever ran, so nothing is lost.
+import { CliError, CliErrorCode } from "../sdk/cli-errors.js";
+import { LocalProxy } from "../sdk/local/local-proxy.js";
+import { sessionUdpRelay } from "../sdk/local/session-udp-relay.js";
+import type { SessionConfig } from "../sdk/local/session-config.js";
+import type { SessionClient } from "../sdk/session/session-client.js";
+import { TransparentRun } from "../sdk/transparent/transparent-run.js";
+import { checkTransparentSupport } from "../sdk/transparent/transparent-support.js";
+import { startLocalCommand, type LocalCommand } from "./local-command.js";
+
+/** Variables that describe the local machine, not the app: kept from the local environment. */
+export const LOCAL_ONLY_ENV = new Set([
+  "PATH",
+  "HOME",
+  "HOSTNAME",
+  "PWD",
+  "OLDPWD",
+  "SHLVL",
+  "TERM",
+  "USER",
+  "LOGNAME",
+  "SHELL",
+  "TMPDIR",
+  "DISPLAY",
+  "SSH_AUTH_SOCK",
+  "_",
+]);
+
+/** CMD's environment: local, overlaid with the remote one (except local-only names), plus the proxy. */
+export function childEnvironment(
+  base: NodeJS.ProcessEnv,
+  remote: Record<string, string>,
+  proxy: { socks: string; http: string } | undefined,
+  sessionId: string,
+): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = { ...base };
+  for (const [k, v] of Object.entries(remote)) if (!LOCAL_ONLY_ENV.has(k)) env[k] = v;
+  if (proxy) {
+    for (const k of ["ALL_PROXY", "all_proxy"]) env[k] = proxy.socks;
+    for (const k of ["HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy"]) env[k] = proxy.http;
+    for (const k of ["NO_PROXY", "no_proxy"]) env[k] = "localhost,127.0.0.1,::1";
+  }
+  env.SWITCHYARD_SESSION = sessionId;
+  return env;
+}
+
+export interface ExecNetwork {
+  mode: "transparent" | "proxy" | "none";
+  command: LocalCommand;
+  /** Under the transparent network: where incoming traffic for a local port is delivered. */
+  socketPathFor?: (port: number) => string;
+  close(): Promise<void>;
+}
+
+export interface ExecNetworkInput {
+  client: SessionClient;
+  cfg: SessionConfig;
+  command: string[];
+  baseEnv: NodeJS.ProcessEnv;
+  remoteEnv: Record<string, string>;
+  quiet: boolean;
+  log: (t: string) => void;
+  warn: (t: string) => void;
+}
+
+export async function startWithNetwork(i: ExecNetworkInput): Promise<ExecNetwork> {
+  const { cfg, client, log, warn } = i;
+  const [cmd, ...args] = i.command as [string, ...string[]];
+  if (!cfg.proxy) {
+    const command = startLocalCommand(cmd, args, {
+      env: childEnvironment(i.baseEnv, i.remoteEnv, undefined, client.sessionId),
+      warn,
+    });
+    return { mode: "none", command, close: async () => {} };
+  }
+  const onError = (what: string, err: Error) => warn(`outgoing ${what} failed: ${err.message}`);
+  if (cfg.network !== "proxy") {
+    const support = checkTransparentSupport();
+    if (!support.ok) {
+      if (cfg.network === "transparent")
+        throw new CliError(
+          CliErrorCode.INVALID_OPTION,
+          `--network=transparent is not possible here: ${support.reason}`,
+        );
+      warn(`transparent network unavailable: ${support.reason}; using --network=proxy`);
+    } else {
+      const started = await startTransparent(i, support.tun2socks, onError);
+      if (started) return started;
+    }
+  }
+  const proxy = new LocalProxy({
+    dialer: { dial: (host, port) => client.connectTcp(host, port) },
+    udp: sessionUdpRelay(client, (t, err) => onError(`UDP to ${t}`, err)),
+    onDialError: (t, err) => onError(`connection to ${t}`, err),
+  });
+  await proxy.listen();
+  log(`outgoing traffic: ${proxy.urls().socks} and ${proxy.urls().http} (through the default cluster)`);
+  const command = startLocalCommand(cmd, args, {
+    env: childEnvironment(i.baseEnv, i.remoteEnv, proxy.urls(), client.sessionId),
+    warn,
+  });
+  return { mode: "proxy", command, close: () => proxy.close() };
+}
+
+async function startTransparent(
+  i: ExecNetworkInput,
+  tun2socks: string,
+  onError: (what: string, err: Error) => void,
+): Promise<ExecNetwork | undefined> {
+  const { cfg, client, log, warn } = i;
+  const run = await TransparentRun.prepare({
+    command: i.command,
+    env: childEnvironment(i.baseEnv, i.remoteEnv, undefined, client.sessionId),
+    tun2socks,
+    files: client,
+    dial: (host, port) => client.connectTcp(host, port),
+    udp: sessionUdpRelay(client, (t, err) => onError(`UDP to ${t}`, err)),
+    deliverPorts: [...new Set(cfg.ports.map((p) => p.local))],
+    keepLocal: cfg.keepLocal,
+    extraFiles: cfg.files,
+    quiet: i.quiet,
+    onError,
+  });
+  const h = run.helperCommand();
+  const command = startLocalCommand(h.cmd, h.args, { env: h.env, warn, name: i.command[0]! });
+  const ended = new Promise<{ ready: false; error: string }>((resolve) => {
+    command.child.once("exit", (code, signal) =>
+      resolve({ ready: false, error: `the namespace helper ended (${code ?? signal}) before it was ready` }),
+    );
+    command.child.once("error", (err) => resolve({ ready: false, error: err.message }));
+  });
+  const r = await Promise.race([run.ready(), ended]);
+  if (r.ready) {
+    log(
+      `network, DNS and files: the default cluster's (transparent; ${run.summary.files} file(s) of ${run.summary.mounts.length} mount(s) at their in-pod paths${cfg.keepLocal.length ? `; kept local: ${cfg.keepLocal.join(", ")}` : ""})`,
+    );
+    for (const s of run.summary.skipped) warn(`cannot show ${s.path} to ${i.command[0]}: ${s.reason}`);
+    for (const p of await run.publish([...new Set(cfg.ports.map((x) => x.local))]))
+      warn(
+        `local port ${p} is in use on this machine: ${i.command[0]}'s port ${p} is reachable only inside its namespace`,
+      );
+    return {
+      mode: "transparent",
+      command,
+      socketPathFor: (p) => run.socketPathFor(p),
+      close: () => run.close(),
+    };
+  }
+  command.takeDown();
+  await ended;
+  await command.finish();
+  await run.close();
+  if (cfg.network === "transparent")
+    throw new CliError(CliErrorCode.INVALID_OPTION, `--network=transparent failed: ${r.error}`);
+  warn(`transparent network failed: ${r.error}; using --network=proxy`);
+  return undefined;
+}

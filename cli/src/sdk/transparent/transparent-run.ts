@@ -1,0 +1,225 @@
+// The CLI's side of one transparent run: a private directory, the target's files and the
+// pod's resolv.conf read through the Default cluster, the bridge the helper connects to,
+// and the command line that starts the helper in new user, network, mount and PID
+// namespaces (`unshare`, no privilege). The caller starts that command line as it starts
+// any command (its process group, watchdog and parent-death signal), then waits for
+// `ready()`: until the helper says ready the command has not run, so a namespace that
+// cannot be built falls back to the proxy with nothing lost.
+import { mkdirSync, mkdtempSync, readdirSync, rmSync, statSync } from "node:fs";
+import { BlockList, connect, createServer, isIP, type Server } from "node:net";
+import { tmpdir } from "node:os";
+import { extname, join } from "node:path";
+import { createRequire } from "node:module";
+import { fileURLToPath, pathToFileURL } from "node:url";
+import type { Duplex } from "node:stream";
+import { CliError, CliErrorCode } from "../cli-errors.js";
+import { LocalProxy, type UdpRelay } from "../local/local-proxy.js";
+import { splice } from "../local/splice.js";
+import { incomingSocket, scratchDir, socksSocket, type NamespaceSetup } from "./bridge-protocol.js";
+import { hostLoopbackListeners } from "./host-listeners.js";
+import { NamespaceBridge, type HelperReady } from "./namespace-bridge.js";
+import { namespaceResolvConf, parseResolvConf } from "./resolv-conf.js";
+import { collectTargetFiles, type TargetFileSource } from "./target-files.js";
+
+export interface TransparentRunOptions {
+  command: string[];
+  /** The command's environment. */
+  env: NodeJS.ProcessEnv;
+  tun2socks: string;
+  files: TargetFileSource;
+  dial(host: string, port: number): Promise<Duplex>;
+  udp: UdpRelay;
+  /** Local ports the CLI delivers incoming traffic to (the command listens on them). */
+  deliverPorts: number[];
+  /** Addresses or CIDRs that stay on this machine (loopback always does). */
+  keepLocal?: readonly string[];
+  /** Container paths to show besides the target's mounts. */
+  extraFiles?: readonly string[];
+  quiet?: boolean;
+  onError?: (what: string, err: Error) => void;
+}
+
+/** A BlockList of addresses and CIDRs; a clear error names the bad entry. */
+export function keepLocalList(entries: readonly string[]): BlockList {
+  const list = new BlockList();
+  for (const e of entries) {
+    const [addr, bits] = e.split("/");
+    const family = isIP(addr ?? "");
+    const prefix = bits === undefined ? (family === 6 ? 128 : 32) : Number(bits);
+    if (!family || !Number.isInteger(prefix) || prefix < 0 || prefix > (family === 6 ? 128 : 32))
+      throw new CliError(
+        CliErrorCode.INVALID_OPTION,
+        `--keep-local ${JSON.stringify(e)} is not an address or CIDR (e.g. 192.168.1.0/24 or 10.0.0.5)`,
+      );
+    list.addSubnet(addr!, prefix, family === 6 ? "ipv6" : "ipv4");
+  }
+  return list;
+}
+
+const RUN_PREFIX = "switchyard-ns-";
+
+/**
+ * Removes the directories of earlier runs whose CLI was killed outright (SIGKILL leaves no
+ * chance to clean up): this user's, older than a minute, whose bridge no longer answers.
+ */
+export async function sweepStaleRuns(dir = tmpdir()): Promise<string[]> {
+  const removed: string[] = [];
+  for (const name of readdirSync(dir).filter((n) => n.startsWith(RUN_PREFIX))) {
+    const path = join(dir, name);
+    try {
+      const st = statSync(path);
+      if (st.uid !== process.getuid?.() || Date.now() - st.mtimeMs < 60_000) continue;
+      const alive = await new Promise<boolean>((resolve) => {
+        const c = connect({ path: join(path, "bridge.sock") });
+        c.once("connect", () => {
+          c.destroy();
+          resolve(true);
+        });
+        c.once("error", () => resolve(false));
+      });
+      if (alive) continue;
+      rmSync(path, { recursive: true, force: true });
+      removed.push(path);
+    } catch {
+      /* gone meanwhile, or not ours to read */
+    }
+  }
+  return removed;
+}
+
+export class TransparentRun {
+  readonly dir: string;
+  readonly bridge: NamespaceBridge;
+  /** What the namespace shows: mounts laid out, files read, and those that could not be. */
+  readonly #published: Server[] = [];
+  readonly summary: { mounts: string[]; files: number; skipped: Array<{ path: string; reason: string }> };
+
+  private constructor(
+    dir: string,
+    bridge: NamespaceBridge,
+    private readonly socks: LocalProxy,
+    summary: TransparentRun["summary"],
+  ) {
+    this.dir = dir;
+    this.bridge = bridge;
+    this.summary = summary;
+  }
+
+  static async prepare(o: TransparentRunOptions): Promise<TransparentRun> {
+    const keep = keepLocalList(o.keepLocal ?? []);
+    await sweepStaleRuns();
+    const target = await collectTargetFiles(o.files, { extraPaths: o.extraFiles ?? [] });
+    const pod = parseResolvConf(target.resolvConf);
+    const dir = mkdtempSync(join(tmpdir(), RUN_PREFIX));
+    try {
+      mkdirSync(scratchDir(dir), { mode: 0o700 });
+      const env: Record<string, string> = {};
+      for (const [k, v] of Object.entries(o.env)) if (v !== undefined) env[k] = v;
+      const setup: NamespaceSetup = {
+        command: o.command,
+        env,
+        cwd: process.cwd(),
+        uid: process.getuid?.() ?? 0,
+        gid: process.getgid?.() ?? 0,
+        tun2socks: o.tun2socks,
+        dir,
+        resolvConf: pod.nameservers.length ? namespaceResolvConf(pod) : "",
+        nameservers: pod.nameservers,
+        files: target.files,
+        hostListeners: hostLoopbackListeners(),
+        deliverPorts: o.deliverPorts,
+        quiet: o.quiet ?? false,
+      };
+      const bridge = new NamespaceBridge({
+        path: join(dir, "bridge.sock"),
+        setup,
+        dial: o.dial,
+        udp: o.udp,
+        keepLocal: (a) => keep.check(a, isIP(a) === 6 ? "ipv6" : "ipv4"),
+        ...(o.onError ? { onError: o.onError } : {}),
+      });
+      await bridge.listen();
+      // The namespace's TCP goes straight from tun2socks to this SOCKS5 server (no helper hop).
+      const socks = new LocalProxy({
+        dialer: { dial: (host, port) => bridge.connect(host, port) },
+        path: socksSocket(dir),
+      });
+      await socks.listen();
+      return new TransparentRun(dir, bridge, socks, {
+        mounts: target.mounts,
+        files: target.files.length,
+        skipped: target.skipped,
+      });
+    } catch (err) {
+      rmSync(dir, { recursive: true, force: true });
+      throw err;
+    }
+  }
+
+  /** The command line that starts the helper (for startLocalCommand), and its environment. */
+  helperCommand(): { cmd: string; args: string[]; env: NodeJS.ProcessEnv } {
+    const here = fileURLToPath(import.meta.url);
+    const helper = join(here, "..", `namespace-helper${extname(here)}`);
+    // From a checkout (TypeScript sources) the helper runs under tsx, as the CLI does.
+    const loader =
+      extname(here) === ".ts"
+        ? ["--import", pathToFileURL(createRequire(import.meta.url).resolve("tsx")).href]
+        : [];
+    return {
+      cmd: "unshare",
+      args: [
+        "--user",
+        "--map-root-user",
+        "--net",
+        "--mount",
+        "--pid",
+        "--fork",
+        "--kill-child",
+        "--mount-proc",
+        "--",
+        process.execPath,
+        ...loader,
+        helper,
+      ],
+      // The CLI's own environment, not the command's (a remote NODE_OPTIONS must not reach the helper).
+      env: { ...process.env, SWITCHYARD_NS_BRIDGE: this.bridge.path },
+    };
+  }
+
+  /** Where the CLI delivers incoming traffic for a local port: the helper's socket in the namespace. */
+  socketPathFor(port: number): string {
+    return incomingSocket(this.dir, port);
+  }
+
+  ready(): Promise<HelperReady> {
+    return this.bridge.ready();
+  }
+
+  /**
+   * Makes each delivered port reachable from this machine too, at 127.0.0.1:port as before
+   * (a browser on the laptop still opens the app); resolves to the ports that could not be
+   * (in use here).
+   */
+  async publish(ports: readonly number[]): Promise<number[]> {
+    const busy: number[] = [];
+    for (const port of ports) {
+      const server = createServer((s) => {
+        splice(s, connect({ path: this.socketPathFor(port) }));
+      });
+      const ok = await new Promise<boolean>((resolve) => {
+        server.once("error", () => resolve(false));
+        server.listen(port, "127.0.0.1", () => resolve(true));
+      });
+      if (ok) this.#published.push(server);
+      else busy.push(port);
+    }
+    return busy;
+  }
+
+  async close(): Promise<void> {
+    for (const s of this.#published) s.close();
+    await this.socks.close();
+    await this.bridge.close();
+    rmSync(this.dir, { recursive: true, force: true });
+  }
+}
