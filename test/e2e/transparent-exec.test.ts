@@ -158,6 +158,41 @@ describe("switchyard exec --network=transparent", () => {
     for (const d of added) rmSync(join(tmpdir(), d), { recursive: true, force: true });
   });
 
+  it("keeps delivering to a local port this machine already serves (an app run in a debugger)", async () => {
+    const ide = createServer((_req, res) => res.end("the app in the debugger"));
+    await new Promise<void>((r) => ide.listen(0, "127.0.0.1", r));
+    const port = (ide.address() as { port: number }).port;
+    try {
+      const proc = await launch({
+        name: "switchyard-exec-laptop-port",
+        ...tsx("cli/src/main.ts", [
+          "exec",
+          ...stack.developerCliArgs,
+          "--steal",
+          "--port",
+          `8080:${port}`,
+          "--network=transparent",
+          "--",
+          process.execPath,
+          "-e",
+          'console.log("transparent app ready"); setInterval(() => {}, 1 << 30)',
+        ]),
+        ready: (p) => p.output().includes("transparent app ready") || p.hasExited() || undefined,
+        readyTimeoutMs: 120_000,
+        readyIntervalMs: 100,
+      });
+      running.push(proc);
+      expect(proc.output()).toContain(`local port ${port} is already served on this machine`);
+      const east = stack.workloads.east!.trafficUrl;
+      await eventually("a stolen request answered by the laptop's app", async () =>
+        (await get(`${east}/x`).catch(() => "")) === "the app in the debugger" ? true : undefined,
+      );
+      await proc.stop(Infinity, "SIGINT");
+    } finally {
+      await new Promise((r) => ide.close(r));
+    }
+  });
+
   it("falls back to the proxy in one line where it cannot run, and refuses --network=transparent there", async () => {
     const missing = { SWITCHYARD_TUN2SOCKS: join(tmpdir(), "no-such-tun2socks") };
     const auto = await exec([], missing);

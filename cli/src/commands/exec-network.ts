@@ -56,7 +56,7 @@ export interface ExecNetwork {
   mode: "transparent" | "proxy" | "none";
   command: LocalCommand;
   /** Under the transparent network: where incoming traffic for a local port is delivered. */
-  socketPathFor?: (port: number) => string;
+  socketPathFor?: (port: number) => string | undefined;
   close(): Promise<void>;
 }
 
@@ -143,6 +143,10 @@ async function startTransparent(
       `network, DNS and files: the default cluster's (transparent; ${run.summary.files} file(s) of ${run.summary.mounts.length} mount(s) at their in-pod paths${cfg.keepLocal.length ? `; kept local: ${cfg.keepLocal.join(", ")}` : ""})`,
     );
     for (const s of run.summary.skipped) warn(`cannot show ${s.path} to ${i.command[0]}: ${s.reason}`);
+    for (const p of run.laptopPorts)
+      log(
+        `local port ${p} is already served on this machine: its traffic goes there, not into ${i.command[0]}'s namespace`,
+      );
     for (const p of await run.publish([...new Set(cfg.ports.map((x) => x.local))]))
       warn(
         `local port ${p} is in use on this machine: ${i.command[0]}'s port ${p} is reachable only inside its namespace`,

@@ -280,10 +280,14 @@ describe("RouteDiscovery with TokenReview against a real API server", () => {
     cache.upsert(route("mc-secret"));
     const cp = await startControlPlane(cache);
     const { sink, client } = startRouter(cp.url, { token: () => tokens.other, tls: { ca: tlsCa.certPem } });
-    await expect.poll(() => client.status().streamsOpened, { timeout: 10_000 }).toBeGreaterThanOrEqual(2);
-    expect(client.status().lastError?.code).toBe("PermissionDenied");
+    // The client counts a stream when it opens it, the server a refusal once it has reviewed
+    // the token: wait for the server's second refusal, not the client's second open.
+    await expect
+      .poll(() => cp.streams.metrics.counts.auth.permission_denied, { timeout: 10_000 })
+      .toBeGreaterThanOrEqual(2);
+    expect(client.status().streamsOpened).toBeGreaterThanOrEqual(2);
+    await expect.poll(() => client.status().lastError?.code).toBe("PermissionDenied");
     expect(sink.deltas).toEqual([]);
-    expect(cp.streams.metrics.counts.auth.permission_denied).toBeGreaterThanOrEqual(2);
   });
 
   it("accepts a router with a client certificate from the router CA and refuses a foreign one", async () => {

@@ -5,7 +5,7 @@
 // any command (its process group, watchdog and parent-death signal), then waits for
 // `ready()`: until the helper says ready the command has not run, so a namespace that
 // cannot be built falls back to the proxy with nothing lost.
-import { mkdirSync, mkdtempSync, readdirSync, rmSync, statSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
 import { BlockList, connect, createServer, isIP, type Server } from "node:net";
 import { tmpdir } from "node:os";
 import { extname, join } from "node:path";
@@ -58,6 +58,14 @@ export function keepLocalList(entries: readonly string[]): BlockList {
 
 const RUN_PREFIX = "switchyard-ns-";
 
+function readTextOr(path: string, fallback = ""): string {
+  try {
+    return readFileSync(path, "utf8");
+  } catch {
+    return fallback;
+  }
+}
+
 /**
  * Removes the directories of earlier runs whose CLI was killed outright (SIGKILL leaves no
  * chance to clean up): this user's, older than a minute, whose bridge no longer answers.
@@ -98,6 +106,8 @@ export class TransparentRun {
     dir: string,
     bridge: NamespaceBridge,
     private readonly socks: LocalProxy,
+    /** Delivered ports served on this machine: their traffic goes there, not into the namespace. */
+    readonly laptopPorts: readonly number[],
     summary: TransparentRun["summary"],
   ) {
     this.dir = dir;
@@ -109,10 +119,18 @@ export class TransparentRun {
     const keep = keepLocalList(o.keepLocal ?? []);
     await sweepStaleRuns();
     const target = await collectTargetFiles(o.files, { extraPaths: o.extraFiles ?? [] });
-    const pod = parseResolvConf(target.resolvConf);
+    // An agent that cannot tell the pod's (an older one): the laptop's own nameservers, asked
+    // from this machine when they are on loopback (a local stub resolver), as before.
+    const pod = parseResolvConf(target.resolvConf || readTextOr("/etc/resolv.conf"));
     const dir = mkdtempSync(join(tmpdir(), RUN_PREFIX));
     try {
       mkdirSync(scratchDir(dir), { mode: 0o700 });
+      // A delivered port already served on this machine (the app run in a debugger, say) keeps
+      // getting its traffic there, and CMD reaches it at 127.0.0.1 like any laptop service.
+      const hostListeners = hostLoopbackListeners();
+      const onLaptop = o.deliverPorts.filter((p) =>
+        hostListeners.some((l) => l.port === p && l.host === "127.0.0.1"),
+      );
       const env: Record<string, string> = {};
       for (const [k, v] of Object.entries(o.env)) if (v !== undefined) env[k] = v;
       const setup: NamespaceSetup = {
@@ -126,8 +144,8 @@ export class TransparentRun {
         resolvConf: pod.nameservers.length ? namespaceResolvConf(pod) : "",
         nameservers: pod.nameservers,
         files: target.files,
-        hostListeners: hostLoopbackListeners(),
-        deliverPorts: o.deliverPorts,
+        hostListeners,
+        deliverPorts: o.deliverPorts.filter((p) => !onLaptop.includes(p)),
         quiet: o.quiet ?? false,
       };
       const bridge = new NamespaceBridge({
@@ -145,7 +163,7 @@ export class TransparentRun {
         path: socksSocket(dir),
       });
       await socks.listen();
-      return new TransparentRun(dir, bridge, socks, {
+      return new TransparentRun(dir, bridge, socks, onLaptop, {
         mounts: target.mounts,
         files: target.files.length,
         skipped: target.skipped,
@@ -187,8 +205,8 @@ export class TransparentRun {
   }
 
   /** Where the CLI delivers incoming traffic for a local port: the helper's socket in the namespace. */
-  socketPathFor(port: number): string {
-    return incomingSocket(this.dir, port);
+  socketPathFor(port: number): string | undefined {
+    return this.laptopPorts.includes(port) ? undefined : incomingSocket(this.dir, port);
   }
 
   ready(): Promise<HelperReady> {
@@ -203,8 +221,10 @@ export class TransparentRun {
   async publish(ports: readonly number[]): Promise<number[]> {
     const busy: number[] = [];
     for (const port of ports) {
+      const path = this.socketPathFor(port);
+      if (!path) continue;
       const server = createServer((s) => {
-        splice(s, connect({ path: this.socketPathFor(port) }));
+        splice(s, connect({ path }));
       });
       const ok = await new Promise<boolean>((resolve) => {
         server.once("error", () => resolve(false));
