@@ -37,8 +37,13 @@ afterAll(async () => {
   await stack?.stop();
 });
 
-async function exec(flags: string[], env: Record<string, string> = {}) {
-  const localPort = (await freePorts(1))[0]!;
+/** `switchyard exec --steal --port 8080:<localPort> FLAGS -- CMD` (default CMD: the transparent app). */
+async function exec(
+  flags: string[],
+  env: Record<string, string> = {},
+  o: { localPort?: number; command?: string[] } = {},
+) {
+  const localPort = o.localPort ?? (await freePorts(1))[0]!;
   const proc = await launch({
     name: "switchyard-exec-transparent",
     ...tsx("cli/src/main.ts", [
@@ -49,8 +54,7 @@ async function exec(flags: string[], env: Record<string, string> = {}) {
       `8080:${localPort}`,
       ...flags,
       "--",
-      process.execPath,
-      join(repoRoot, "test/e2e/fixtures/transparent-app.mjs"),
+      ...(o.command ?? [process.execPath, join(repoRoot, "test/e2e/fixtures/transparent-app.mjs")]),
     ]),
     env: {
       LOCAL_PORT: String(localPort),
@@ -163,25 +167,18 @@ describe("switchyard exec --network=transparent", () => {
     await new Promise<void>((r) => ide.listen(0, "127.0.0.1", r));
     const port = (ide.address() as { port: number }).port;
     try {
-      const proc = await launch({
-        name: "switchyard-exec-laptop-port",
-        ...tsx("cli/src/main.ts", [
-          "exec",
-          ...stack.developerCliArgs,
-          "--steal",
-          "--port",
-          `8080:${port}`,
-          "--network=transparent",
-          "--",
-          process.execPath,
-          "-e",
-          'console.log("transparent app ready"); setInterval(() => {}, 1 << 30)',
-        ]),
-        ready: (p) => p.output().includes("transparent app ready") || p.hasExited() || undefined,
-        readyTimeoutMs: 120_000,
-        readyIntervalMs: 100,
-      });
-      running.push(proc);
+      const { proc } = await exec(
+        ["--network=transparent"],
+        {},
+        {
+          localPort: port,
+          command: [
+            process.execPath,
+            "-e",
+            'console.log("transparent app ready"); setInterval(() => {}, 1 << 30)',
+          ],
+        },
+      );
       expect(proc.output()).toContain(`local port ${port} is already served on this machine`);
       const east = stack.workloads.east!.trafficUrl;
       await eventually("a stolen request answered by the laptop's app", async () =>

@@ -66,11 +66,6 @@ export class NamespaceBridge {
     return this.#ready;
   }
 
-  /** The helper ended: anything it did not say counts as a failure to build the namespace. */
-  helperEnded(how: string): void {
-    this.#settle({ ready: false, error: `the namespace helper ended (${how}) before it was ready` });
-  }
-
   async close(): Promise<void> {
     for (const s of this.#sockets) s.destroy();
     for (const f of this.#flows) f.close();

@@ -39,20 +39,15 @@ function relay(from: Socket, to: () => Promise<Socket>): void {
   );
 }
 
-function listenTcp(port: number, host: string, onConn: (s: Socket) => void): Promise<Server | undefined> {
+/** A server at host:port or a Unix path; undefined when that cannot be listened on. */
+function listen(
+  at: { host: string; port: number } | { path: string },
+  onConn: (s: Socket) => void,
+): Promise<Server | undefined> {
   const server = createServer(onConn);
   return new Promise((resolve) => {
     server.once("error", () => resolve(undefined));
-    server.listen(port, host, () => resolve(server));
-  });
-}
-
-function listenPath(path: string, onConn: (s: Socket) => void): Promise<Server> {
-  rmSync(path, { force: true });
-  const server = createServer(onConn);
-  return new Promise((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(path, () => resolve(server));
+    server.listen(at, () => resolve(server));
   });
 }
 
@@ -93,11 +88,13 @@ async function build(setup: NamespaceSetup, bridge: string, closers: Array<() =>
   const skip = new Set([...setup.deliverPorts, 53, socksPort]);
   for (const { host, port } of setup.hostListeners) {
     if (skip.has(port)) continue;
-    const server = await listenTcp(port, host, (s) => relay(s, () => bridgeTcp(bridge, host, port, true)));
+    const server = await listen({ port, host }, (s) => relay(s, () => bridgeTcp(bridge, host, port, true)));
     if (server) closers.push(() => server.close());
   }
   for (const p of setup.deliverPorts) {
-    const server = await listenPath(incomingSocket(setup.dir, p), (s) =>
+    const path = incomingSocket(setup.dir, p);
+    rmSync(path, { force: true });
+    const server = await listen({ path }, (s) =>
       relay(
         s,
         () =>
@@ -108,6 +105,7 @@ async function build(setup: NamespaceSetup, bridge: string, closers: Array<() =>
           }),
       ),
     );
+    if (!server) throw new Error(`cannot listen on ${path}`);
     closers.push(() => server.close());
   }
   const net = await startNetwork(setup.tun2socks, socksSocket(setup.dir), socksPort);
