@@ -10,11 +10,13 @@
 import { freePorts } from "../test/env/ports.js";
 import { launch, tsx, type LaunchedProcess } from "../test/support/launch.js";
 import { startEmbeddedStack, type EmbeddedStack } from "../test/env/embedded-stack.js";
-import { readdirSync, readFileSync } from "node:fs";
+import { readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { cpus } from "node:os";
 import { join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
 import { startBareAgent } from "./bare-agent.js";
 import { applyPinning, planPinning, type Pinning } from "./cpu-pinning.js";
-import { cpuDelta, cpuSnapshot } from "./cpu-support.js";
+import { cpuDelta, cpuSnapshot, descendants } from "./cpu-support.js";
 import { closedLoop, connectVia, directSocket, paced, startSink, upload } from "./load-support.js";
 import { pct, round, summary, writeResult } from "./stats-support.js";
 
@@ -27,8 +29,9 @@ export interface DataPathBenchOptions {
   /** Bytes uploaded per bulk run, and runs per side. */
   bulkBytes: number;
   bulkRuns: number;
-  /** Alternating baseline / mirror rounds. */
+  /** Alternating baseline / mirror rounds, and requests per round (long enough to be steady). */
   mirrorRounds: number;
+  mirrorRequests?: number;
   /**
    * Mirror part: give the in-cluster side (load generator, demo app, east's agent) its own
    * CPUs and everything else (routers, CLI, control planes, API servers) the rest, so the
@@ -44,6 +47,7 @@ export const defaultDataPathBench: DataPathBenchOptions = {
   bulkBytes: 64 * 1024 * 1024,
   bulkRuns: 3,
   mirrorRounds: 3,
+  mirrorRequests: 20_000,
 };
 
 interface Cli {
@@ -98,6 +102,24 @@ async function startCli(
   return { proc, proxy: proc.ready };
 }
 
+/**
+ * Runs one measured phase. With SWITCHYARD_BENCH_PROFILE_MARKER=<file>, that file exists
+ * (holding the phase's name) while the phase runs, so a profiler preloaded into the stack's
+ * processes (NODE_OPTIONS=--import …) can record exactly this phase; the waits let it notice.
+ */
+async function phase<T>(name: string, run: () => Promise<T>): Promise<T> {
+  const marker = process.env.SWITCHYARD_BENCH_PROFILE_MARKER;
+  if (!marker) return run();
+  writeFileSync(marker, name);
+  await sleep(300);
+  try {
+    return await run();
+  } finally {
+    rmSync(marker, { force: true });
+    await sleep(300);
+  }
+}
+
 /** Ctrl-C, as a developer stops it (the session is deleted on the way out). */
 function stopCli(cli: Cli): Promise<void> {
   return cli.proc.stop(Infinity, "SIGINT");
@@ -119,7 +141,7 @@ async function part(stack: EmbeddedStack, o: DataPathBenchOptions) {
     const pacedVia = await paced(via, 100, o.pacedRequests);
     const pacedDirect = await paced(direct, 100, o.pacedRequests);
     let cpu0 = cpuSnapshot();
-    const maxVia = await closedLoop(via, o.concurrency, o.maxRequests);
+    const maxVia = await phase("steal-max", () => closedLoop(via, o.concurrency, o.maxRequests));
     const stealCpu = cpuDelta(cpu0, cpuSnapshot());
     const maxDirect = await closedLoop(direct, o.concurrency, o.maxRequests);
     result.steal = {
@@ -143,8 +165,10 @@ async function part(stack: EmbeddedStack, o: DataPathBenchOptions) {
     const viaProxy: number[] = [];
     const directBulk: number[] = [];
     cpu0 = cpuSnapshot();
-    for (let i = 0; i < o.bulkRuns; i++)
-      viaProxy.push(await upload(await connectVia(cli.proxy.http, "127.0.0.1", sink.port), o.bulkBytes));
+    await phase("bulk", async () => {
+      for (let i = 0; i < o.bulkRuns; i++)
+        viaProxy.push(await upload(await connectVia(cli.proxy.http, "127.0.0.1", sink.port), o.bulkBytes));
+    });
     const bulkCpu = cpuDelta(cpu0, cpuSnapshot());
     for (let i = 0; i < o.bulkRuns; i++)
       directBulk.push(await upload(await directSocket("127.0.0.1", sink.port), o.bulkBytes));
@@ -201,15 +225,19 @@ async function part(stack: EmbeddedStack, o: DataPathBenchOptions) {
   try {
     const repinAll = () => pinning && applyPinning(pinning, [...eastAgentPids(stack), bare.pid]);
     repinAll();
+    // Where the agents really run (pid:CPUs:pod), to check the split.
+    if (pinning) result.mirrorPinning = { ...pinning, agents: agentAffinity() };
     await closedLoop(`${bare.trafficUrl}/warm`, o.concurrency, 500);
     await closedLoop(`${east.trafficUrl}/warm`, o.concurrency, 500);
     const baseline: number[] = [];
     const mirrored: number[] = [];
     let last: Awaited<ReturnType<typeof closedLoop>> | undefined;
     const cpuM = cpuSnapshot();
+    const n = o.mirrorRequests ?? o.maxRequests;
     for (let r = 0; r < o.mirrorRounds; r++) {
-      baseline.push((await closedLoop(`${bare.trafficUrl}/m`, o.concurrency, o.maxRequests)).reqPerSec);
-      last = await closedLoop(`${east.trafficUrl}/m`, o.concurrency, o.maxRequests);
+      repinAll();
+      baseline.push((await closedLoop(`${bare.trafficUrl}/m`, o.concurrency, n)).reqPerSec);
+      last = await phase("mirror", () => closedLoop(`${east.trafficUrl}/m`, o.concurrency, n));
       mirrored.push(last.reqPerSec);
     }
     const cpu = cpuDelta(cpuM, cpuSnapshot());
@@ -225,6 +253,9 @@ async function part(stack: EmbeddedStack, o: DataPathBenchOptions) {
       // A mirror copy the session cannot keep up with is cut (by design): fewer copies, less work.
       mirrorDroppedBytes: dropped,
       dropVsAgentNoSessionPct: round((1 - med(mirrored) / med(baseline)) * 100, 1),
+      // Each round's own drop (mirror vs the baseline just before it): its spread is how
+      // far one run's figure can be trusted.
+      dropPerRoundPct: mirrored.map((m, r) => round((1 - m / baseline[r]!) * 100, 1)),
       dropVsAppAlonePct: round((1 - med(mirrored) / appOnly.reqPerSec) * 100, 1),
       httpPassThrough: {
         ...summary(httpPassThrough.latencies),
@@ -255,6 +286,24 @@ async function eastMirrorDroppedBytes(stack: EmbeddedStack): Promise<number | un
   }
 }
 
+/** Every agent process under this one, as `pid:allowed CPUs:pod` ("bare" for the baseline agent). */
+function agentAffinity(): string[] {
+  const out: string[] = [];
+  for (const pid of descendants(process.pid)) {
+    try {
+      const cmd = readFileSync(`/proc/${pid}/cmdline`, "utf8");
+      if (!cmd.includes("agent/src/main.ts")) continue;
+      const st = readFileSync(`/proc/${pid}/status`, "utf8");
+      out.push(
+        `${pid}:${/Cpus_allowed_list:\s*(\S+)/.exec(st)?.[1]}:${/--pod=(\S+?)\0/.exec(cmd)?.[1] ?? "bare"}`,
+      );
+    } catch {
+      /* gone */
+    }
+  }
+  return out;
+}
+
 /** Process agents serving east now (from the member's records). */
 function eastAgentPids(stack: EmbeddedStack): number[] {
   const dir = join(stack.agentsDir, "east");
@@ -267,10 +316,47 @@ function eastAgentPids(stack: EmbeddedStack): number[] {
   }
 }
 
+interface Goal {
+  name: string;
+  value: number;
+  unit: "x" | "%" | "pts";
+  target: string;
+  met: boolean;
+}
+
+/** The issue 6 goals, from the figures `part` returned. */
+function goals(r: Record<string, unknown>): Goal[] {
+  const steal = r.steal as { max: { viaSession: { reqPerSec: number }; direct: { reqPerSec: number } } };
+  const mirror = r.mirror as { dropVsAgentNoSessionPct: number; dropPerRoundPct: number[] };
+  const bulk = r.outgoingBulk as { ratioMedian: number };
+  const stealRatio = steal.max.viaSession.reqPerSec / steal.max.direct.reqPerSec;
+  const spread = Math.max(...mirror.dropPerRoundPct) - Math.min(...mirror.dropPerRoundPct);
+  return [
+    { name: "steal-rps-vs-direct", value: stealRatio, unit: "x", target: ">=0.5x", met: stealRatio >= 0.5 },
+    {
+      name: "mirror-loss",
+      value: mirror.dropVsAgentNoSessionPct,
+      unit: "%",
+      target: "<=10%",
+      met: mirror.dropVsAgentNoSessionPct <= 10,
+    },
+    { name: "mirror-loss-spread", value: spread, unit: "pts", target: "<=5pts", met: spread <= 5 },
+    {
+      name: "outgoing-bulk-vs-direct",
+      value: bulk.ratioMedian,
+      unit: "x",
+      target: ">=0.5x",
+      met: bulk.ratioMedian >= 0.5,
+    },
+  ];
+}
+
 export async function runDataPathBench(o: DataPathBenchOptions = defaultDataPathBench): Promise<void> {
+  const machine = `${cpus().length} × ${cpus()[0]?.model ?? "cpu"}, Node ${process.version}`;
   const result: Record<string, unknown> = {
     when: new Date().toISOString(),
     node: process.version,
+    machine,
     options: o,
   };
   const t0 = performance.now();
@@ -281,5 +367,12 @@ export async function runDataPathBench(o: DataPathBenchOptions = defaultDataPath
   } finally {
     await stack.stop();
   }
+  const met = goals(result);
+  result.goals = met;
   console.log(`written ${writeResult("data-path", result)}`);
+  console.log(`machine: ${machine}${o.pin ? " (--pin)" : ""}`);
+  for (const g of met)
+    console.log(
+      `GOAL ${g.name} ${g.value.toFixed(g.unit === "x" ? 2 : 1)}${g.unit} ${g.target} ${g.met ? "met" : "missed"}`,
+    );
 }

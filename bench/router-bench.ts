@@ -414,6 +414,25 @@ export async function runRouterBench(
       );
     }
 
+    const machine = `${cpus().length} × ${cpus()[0]?.model ?? "unknown CPU"}, Node ${process.version}`;
+    console.log(`\nmachine: ${machine}`);
+    const goalName: Record<string, string> = {
+      latencyP50RouterVsRelay: "router-latency-p50-vs-relay",
+      latencyP99RouterVsRelay: "router-latency-p99-vs-relay",
+      fanoutP50Router3VsRouter1: "fanout-3v1-p50",
+      smallThroughputRouterVsRelay: "router-small-rate-vs-relay",
+      bulkThroughputRouterVsRelay: "router-bulk-rate-vs-relay",
+    };
+    for (const [k, v] of Object.entries(ratios)) {
+      const g = goals[k as keyof typeof goals];
+      console.log(
+        `GOAL ${goalName[k] ?? k} ${v.toFixed(2)}x ${g.goal.replace(/\s+/g, "")}x ${g.met ? "met" : "missed"}`,
+      );
+    }
+    console.log(
+      `GOAL router-heap-per-idle-session ${idleResult.heapPerSessionKiB.toFixed(1)}KiB <=64KiB ${goals.heapPerIdleSessionKiB.met ? "met" : "missed"}`,
+    );
+
     const out = {
       benchmark: "router",
       at: new Date().toISOString(),

@@ -1,6 +1,7 @@
 // `npm run bench -- <name> [options]`: runs one benchmark.
 //   router [--quick] [--unmasked] [--profile] [--k6 | --k6-only]   see bench/README.md
-//   sessions [--sessions n] [--memory-sessions n] [--concurrency n] [--push-only]
+//   sessions [--sessions n] [--memory-sessions n] [--concurrency n] [--push-only] [--fresh-stacks n]
+//   scale [--sessions n] [--concurrency n] [--sample n] [--quick]   many sessions on the local stack: Ready, routes, memory, leaks
 //   data-path [--quick] [--pin]
 //   agent-mirror [--requests n] [--rounds n] [--cpus list]
 //   delivery [--quick]                                              stolen HTTP requests → local app, old vs undici
@@ -15,11 +16,15 @@
 //   queues [--messages n] [--runs n] [--rate n] [--seconds n] [--consumers n] [--splitter-loops n] [--quick]
 //                                                                   SQS splitting: consumer throughput and latency, direct vs split
 //   transparent [--runs n] [--mib n]                                real pods: exec --network=transparent vs proxy, bulk and connect
+//   capacity [--rate n] [--steps list] [--hold s] [--replicas 1|2|both] [--request echo|ping] [--max n]
+//            [--pair-cpu q] [--profile] [--quick]                   sessions one router replica serves before p99 doubles; two replicas
+//   gateway-mux [--sessions n] [--rounds n] [--seconds n]          Primary router -> gateway: one multiplexed connection vs one per session
 import { Command } from "commander";
 import { defaultRouterBench, runRouterBench } from "./router-bench.js";
 import { defaultK6Bench, K6_SCENARIOS, runK6Bench, type K6Scenario } from "./k6-bench.js";
 import { defaultSessionsBench, runSessionsBench } from "./sessions.js";
 import { defaultDataPathBench, runDataPathBench } from "./data-path.js";
+import { defaultScaleBench, quickScaleBench, runScaleBench } from "./scale.js";
 import { defaultAgentMirrorBench, runAgentMirrorBench } from "./agent-mirror.js";
 import { defaultDeliveryBench, runDeliveryBench } from "./delivery.js";
 import { defaultFailoverBench, runFailoverBench } from "./failover.js";
@@ -29,6 +34,8 @@ import { defaultPodsBench, runPodsBench } from "./pods.js";
 import { defaultBranchingBench, runBranchingBench } from "./branching.js";
 import { defaultQueuesBench, quickQueuesBench, runQueuesBench } from "./queues.js";
 import { defaultTransparentBench, runTransparentBench } from "./transparent.js";
+import { defaultCapacityBench, quickCapacityBench, runCapacityBench } from "./capacity.js";
+import { defaultGatewayMuxBench, runGatewayMuxBench } from "./gateway-mux.js";
 import { CHAOS_SCENARIOS, defaultChaosBench, runChaosBench, type ChaosScenario } from "./chaos.js";
 
 const program = new Command("bench");
@@ -69,16 +76,59 @@ program
   )
   .option("--concurrency <n>", "creates in flight while filling up", String(defaultSessionsBench.concurrency))
   .option("--push-only", "only the push-cost comparison (no stack)", false)
-  .action(async (o: { sessions: string; memorySessions: string; concurrency: string; pushOnly: boolean }) => {
-    await runSessionsBench({
-      ...defaultSessionsBench,
-      sessions: Number(o.sessions),
-      memorySessions: Number(o.memorySessions),
-      concurrency: Number(o.concurrency),
-      pushOnly: o.pushOnly,
-    });
-    process.exit(0);
-  });
+  .option("--fresh-stacks <n>", "only: n fresh stacks, first session create -> Ready on each", "0")
+  .action(
+    async (o: {
+      sessions: string;
+      memorySessions: string;
+      concurrency: string;
+      pushOnly: boolean;
+      freshStacks: string;
+    }) => {
+      await runSessionsBench({
+        ...defaultSessionsBench,
+        sessions: Number(o.sessions),
+        memorySessions: Number(o.memorySessions),
+        concurrency: Number(o.concurrency),
+        pushOnly: o.pushOnly,
+        freshStacks: Number(o.freshStacks),
+      });
+      process.exit(0);
+    },
+  );
+program
+  .command("scale")
+  .description(
+    "many sessions on the local stack: create -> Ready, Ready -> Primary routers, memory per session, traffic on a sample, leaks after deleting",
+  )
+  .option("--sessions <n>", "sessions created (default 1000; --quick: 100)")
+  .option("--concurrency <n>", "creates in flight at once", String(defaultScaleBench.concurrency))
+  .option(
+    "--sample <n>",
+    "sessions that connect and carry traffic once all are Ready",
+    String(defaultScaleBench.sample),
+  )
+  .option("--quick", "100 sessions (smoke run); --sessions overrides it", false)
+  .option("--log-dir <dir>", "keep every component's log there (default: removed with the stack)")
+  .action(
+    async (o: {
+      sessions?: string;
+      concurrency: string;
+      sample: string;
+      quick: boolean;
+      logDir?: string;
+    }) => {
+      const base = o.quick ? quickScaleBench : defaultScaleBench;
+      await runScaleBench({
+        ...base,
+        sessions: o.sessions !== undefined ? Number(o.sessions) : base.sessions,
+        concurrency: Number(o.concurrency),
+        sample: Number(o.sample),
+        ...(o.logDir ? { logDir: o.logDir } : {}),
+      });
+      process.exit(0);
+    },
+  );
 program
   .command("data-path")
   .description("stolen request round trip vs direct, mirror cost, outgoing bulk via the proxy (local stack)")
@@ -300,5 +350,90 @@ program
   .action(async (o: { runs: string; mib: string }) => {
     await runTransparentBench({ runs: Number(o.runs), mib: Number(o.mib) });
     process.exit(0);
+  });
+program
+  .command("capacity")
+  .description(
+    "active sessions one router replica serves at a fixed load per session before p99 doubles; two replicas vs one",
+  )
+  .option("--rate <n>", "requests per second per session", String(defaultCapacityBench.rate))
+  .option("--steps <list>", "sessions per replica at each step, comma-separated (the first is the baseline)")
+  .option("--hold <s>", "seconds each step is measured", String(defaultCapacityBench.holdS))
+  .option(
+    "--replicas <which>",
+    "1 (one full-CPU replica), 2 (two replicas vs one under a CPU quota) or both",
+    "both",
+  )
+  .option(
+    "--request <kind>",
+    "echo (64-byte outgoing TCP via the Default upstream) or ping (merged pong)",
+    "echo",
+  )
+  .option("--max <n>", "most sessions per replica", String(defaultCapacityBench.max))
+  .option(
+    "--pair-cpu <q>",
+    "CPUs each replica gets in the two-replica comparison",
+    String(defaultCapacityBench.pairQuota),
+  )
+  .option("--profile", "V8 CPU profile of one router held at the knee (into bench/results/)", false)
+  .option("--quick", "fewer, shorter steps (smoke run); --steps and --hold override it", false)
+  .action(
+    async (
+      o: {
+        rate: string;
+        steps?: string;
+        hold: string;
+        replicas: string;
+        request: string;
+        max: string;
+        pairCpu: string;
+        profile: boolean;
+        quick: boolean;
+      },
+      cmd: Command,
+    ) => {
+      const base = { ...defaultCapacityBench, ...(o.quick ? quickCapacityBench : {}) };
+      const num = (flag: string, v: string, min: number) => {
+        const n = Number(v);
+        if (!Number.isFinite(n) || n < min)
+          throw new Error(`${flag}: ${JSON.stringify(v)} is not a number >= ${min}`);
+        return n;
+      };
+      if (!["1", "2", "both"].includes(o.replicas))
+        throw new Error(`--replicas: ${JSON.stringify(o.replicas)}; choose 1, 2 or both`);
+      if (o.request !== "echo" && o.request !== "ping")
+        throw new Error(`--request: ${JSON.stringify(o.request)}; choose echo or ping`);
+      const steps = o.steps?.split(",").map((s) => num("--steps", s.trim(), 1)) ?? base.steps;
+      for (let i = 1; i < steps.length; i++)
+        if (steps[i]! <= steps[i - 1]!) throw new Error(`--steps: ${o.steps} must increase`);
+      await runCapacityBench({
+        rate: num("--rate", o.rate, 0.1),
+        request: o.request,
+        steps,
+        holdS: cmd.getOptionValueSource("hold") === "cli" ? num("--hold", o.hold, 1) : base.holdS,
+        replicas: o.replicas as "1" | "2" | "both",
+        max: num("--max", o.max, 1),
+        pairQuota: num("--pair-cpu", o.pairCpu, 0.05),
+        profile: o.profile,
+      });
+      process.exit(0);
+    },
+  );
+program
+  .command("gateway-mux")
+  .description("Primary router -> gateway: one multiplexed connection vs a WebSocket per session")
+  .option("--sessions <n>", "sessions through the gateway", String(defaultGatewayMuxBench.sessions))
+  .option("--rounds <n>", "rounds (arms alternate)", String(defaultGatewayMuxBench.rounds))
+  .option(
+    "--seconds <n>",
+    "seconds of echo traffic per arm and round",
+    String(defaultGatewayMuxBench.seconds),
+  )
+  .action(async (o: { sessions: string; rounds: string; seconds: string }) => {
+    await runGatewayMuxBench({
+      sessions: Number(o.sessions),
+      rounds: Number(o.rounds),
+      seconds: Number(o.seconds),
+    });
   });
 await program.parseAsync();

@@ -16,6 +16,7 @@ import { OptionError } from "../../lib/option-error.js";
 import type { TargetKind } from "../../proto/api/v1alpha1/index.js";
 import type { SessionAllowListOptions } from "./allow-list/index.js";
 import type { ControlPlaneOptions } from "./control-plane-options.js";
+import { reuseConnections } from "./clusters/connection-reuse.js";
 import { HealthServer } from "./health-server.js";
 import { LiveSessionCounts } from "./live-session-counts.js";
 import { runOperatorIdentity } from "./operator-identity.js";
@@ -60,7 +61,7 @@ export function loadKubeConfig(path: string | undefined): KubeConfig {
   const kc = new KubeConfig();
   if (path) kc.loadFromFile(path);
   else kc.loadFromDefault();
-  return kc;
+  return reuseConnections(kc);
 }
 
 function provisionerFor(o: ControlPlaneOptions, kc: KubeConfig, logger: Logger): AgentProvisioner {

@@ -1,6 +1,7 @@
 // Entry point of the control-plane image: parse flags, start the parts for --mode, stop
 // on SIGTERM/SIGINT. An invalid flag or configuration exits with status 2 and a message
 // naming what to fix.
+import "./young-generation.js"; // first: before the loading of every other module
 import { pino } from "pino";
 import { OptionError } from "../../lib/option-error.js";
 import { STOP_DEADLINE_MS } from "../../lib/stop-deadline.js";

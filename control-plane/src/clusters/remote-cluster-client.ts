@@ -2,7 +2,8 @@
 // configuration, credentials from its CredentialSource on every request (so renewals
 // apply at once), and a per-request timeout. Reconcilers that act on a workload cluster
 // take `kubeConfig` (for watches/informers) or `makeApiClient` (typed APIs with the
-// timeout) from here and never see a token or key.
+// timeout) from here and never see a token or key. API calls share kept-alive connections
+// (connection-reuse.ts).
 import {
   KubeConfig,
   ServerConfiguration,
@@ -14,6 +15,7 @@ import {
 import { OptionError, positive } from "../../../lib/option-error.js";
 import type { RemoteClusterConfig } from "../config/cluster-config.js";
 import type { CredentialSource, RequestCredentials } from "../credentials/credential-source.js";
+import { reuseConnections } from "./connection-reuse.js";
 import { TimeoutHttpLibrary } from "./request-timeout.js";
 
 export interface RemoteClusterClientOptions {
@@ -59,7 +61,7 @@ export class RemoteClusterClient {
       isAuthProvider: (user: User) => user.name === this.userName,
       applyAuthentication: (_user: User, opts) => this.credential.apply(opts as RequestCredentials),
     });
-    this.kubeConfig = kc;
+    this.kubeConfig = reuseConnections(kc);
   }
 
   /** A typed API client for this cluster whose requests time out after requestTimeoutMs. */

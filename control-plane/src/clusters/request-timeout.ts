@@ -1,7 +1,9 @@
 // A per-request deadline for client-node's generated APIs, which have none: past the
-// deadline we destroy the request's agent (its sockets), so the call fails instead of
-// hanging on a cluster whose API server stopped answering. One slow cluster then costs
-// at most the timeout, never a stuck health loop.
+// deadline we destroy the request (its socket), so the call fails instead of hanging on a
+// cluster whose API server stopped answering. One slow cluster then costs at most the
+// timeout, never a stuck health loop. Only that request's socket goes: the agent is shared
+// by the cluster's other calls (connection-reuse.ts), which must not fail with it.
+import type { Agent, ClientRequest } from "node:http";
 import {
   IsomorphicFetchHttpLibrary,
   Observable,
@@ -31,10 +33,13 @@ export class TimeoutHttpLibrary implements HttpLibrary {
   send(request: RequestContext): Observable<ResponseContext> {
     return new Observable(
       new Promise<ResponseContext>((resolve, reject) => {
+        let sent: ClientRequest | undefined;
+        const agent = request.getAgent() as Agent | undefined;
+        if (agent) request.setAgent(observingAgent(agent, (req) => (sent = req)));
         const timer = setTimeout(() => {
-          const agent = request.getAgent() as { destroy?: () => void } | undefined;
-          agent?.destroy?.();
-          reject(new RemoteRequestTimeoutError(this.cluster, this.timeoutMs, request.getUrl()));
+          const err = new RemoteRequestTimeoutError(this.cluster, this.timeoutMs, request.getUrl());
+          sent?.destroy(err);
+          reject(err);
         }, this.timeoutMs);
         this.inner
           .send(request)
@@ -52,4 +57,22 @@ export class TimeoutHttpLibrary implements HttpLibrary {
       }),
     );
   }
+}
+
+/** `agent` as it is, except that it tells `onRequest` which request it is handed (to end that one only). */
+function observingAgent(agent: Agent, onRequest: (req: ClientRequest) => void): Agent {
+  return new Proxy(agent, {
+    get(target, prop) {
+      if (prop === "addRequest")
+        return (req: ClientRequest, options: unknown) => {
+          onRequest(req);
+          return (target as Agent & { addRequest(r: ClientRequest, o: unknown): void }).addRequest(
+            req,
+            options,
+          );
+        };
+      const v: unknown = Reflect.get(target, prop, target);
+      return typeof v === "function" ? (v as (...a: unknown[]) => unknown).bind(target) : v;
+    },
+  });
 }

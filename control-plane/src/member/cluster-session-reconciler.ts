@@ -83,6 +83,12 @@ export interface ClusterSessionReconcilerOptions {
   queueSplitting?: boolean;
   /** Re-check a session that waits for pods or agents this often, ms (default 5 000); pod events wake it sooner. */
   waitingRecheckMs?: number;
+  /**
+   * The sessions of a namespace as the informer holds them: candidates for "another session
+   * still needs this target's agents", each confirmed with a GET before it counts (default:
+   * none, every deletion LISTs the namespace).
+   */
+  cachedSessions?: (namespace: string) => readonly ClusterSession[];
   logger?: Logger;
   /** Clock, for tests (default Date.now). */
   now?: () => number;
@@ -292,15 +298,21 @@ export class ClusterSessionReconciler implements Reconciler {
     // A target outside the allow-list (narrowed since the session started) is not ours to
     // touch any more, and this cluster may no longer grant access to it: release nothing.
     const allowed = this.#allow.check(ref.namespace, session.spec.target).allowed;
-    if (allowed)
-      await this.#locks.with(id, async () => {
-        const { items } = await this.#client.list({ namespace: ref.namespace });
-        const others = items.filter((o) => {
-          if (o.metadata.name === ref.name || o.metadata.deletionTimestamp) return false;
-          const t = parseTarget(o.spec.target);
-          return t.kind === target.kind && t.name === target.name;
-        });
-        if (others.length > 0) return;
+    const releaseFinalizer = () =>
+      this.#client.patch(
+        ref,
+        { metadata: { finalizers: finalizers.filter((f) => f !== MEMBER_FINALIZER) } },
+        { resourceVersion: session.metadata.resourceVersion },
+      );
+    if (!allowed) {
+      await releaseFinalizer();
+      return;
+    }
+    // Under the target's lock, and this session's finalizer is removed before the lock is
+    // released: of sessions deleted together, each sees the others still holding theirs
+    // and only the last one releases the agents — once.
+    await this.#locks.with(id, async () => {
+      if (!(await this.#othersOnTarget(ref, target))) {
         try {
           await this.#o.provisioner.release(
             { namespace: ref.namespace, id, kind: target.kind, name: target.name },
@@ -314,12 +326,38 @@ export class ClusterSessionReconciler implements Reconciler {
           { target: id, session: ref.name },
           "last session on the target ended; agents released",
         );
-      });
-    await this.#client.patch(
-      ref,
-      { metadata: { finalizers: finalizers.filter((f) => f !== MEMBER_FINALIZER) } },
-      { resourceVersion: session.metadata.resourceVersion },
-    );
+      }
+      await releaseFinalizer();
+    });
+  }
+
+  /**
+   * Whether another session still needs the target's agents: one that lives, or one being
+   * deleted that still holds this cluster's finalizer (its own finalize comes later). The
+   * informer's sessions are only candidates, each confirmed by a GET (the cache may still
+   * show a session that is gone); without a confirmed one, a LIST of the namespace decides.
+   * Usually one GET instead of a LIST per deletion.
+   */
+  async #othersOnTarget(
+    ref: { namespace: string; name: string },
+    target: ReturnType<typeof parseTarget>,
+  ): Promise<boolean> {
+    const needs = (o: ClusterSession) => {
+      if (o.metadata.name === ref.name) return false;
+      if (o.metadata.deletionTimestamp && !(o.metadata.finalizers ?? []).includes(MEMBER_FINALIZER))
+        return false;
+      const t = safeTargetOf(o);
+      return t !== undefined && t.kind === target.kind && t.name === target.name;
+    };
+    let checked = 0;
+    for (const c of this.#o.cachedSessions?.(ref.namespace) ?? []) {
+      if (!needs(c)) continue;
+      const current = await this.#client.get({ namespace: ref.namespace, name: c.metadata.name! });
+      if (current && needs(current)) return true;
+      if (++checked >= 3) break;
+    }
+    const { items } = await this.#client.list({ namespace: ref.namespace });
+    return items.some(needs);
   }
 
   /**
@@ -476,4 +514,13 @@ export function ttlDeadline(session: ClusterSession): number {
   const renewed = Date.parse(session.status?.renewedAt ?? "");
   const created = new Date(session.metadata.creationTimestamp ?? 0).getTime();
   return (Number.isFinite(renewed) ? Math.max(renewed, created) : created) + ttl;
+}
+
+/** A session's target, or undefined when its spec does not name one we can read. */
+function safeTargetOf(s: ClusterSession): ReturnType<typeof parseTarget> | undefined {
+  try {
+    return parseTarget(s.spec.target);
+  } catch {
+    return undefined;
+  }
 }

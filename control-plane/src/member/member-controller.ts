@@ -128,6 +128,7 @@ export class MemberController {
       ...(options.allowList !== undefined ? { allowList: options.allowList } : {}),
       ...(options.waitingRecheckMs !== undefined ? { waitingRecheckMs: options.waitingRecheckMs } : {}),
       ...(options.queueSplitting !== undefined ? { queueSplitting: options.queueSplitting } : {}),
+      cachedSessions: (namespace) => this.sessions.list(namespace),
       ...(logger ? { logger } : {}),
       ...(options.now ? { now: options.now } : {}),
     });

@@ -164,8 +164,12 @@ export class SessionReconciler implements Reconciler {
     await this.recordIntent(parent, topology, now);
 
     const { observed, removed } = await this.driveChildren(parent, topology, secrets, recorded, now, clock);
-    const written = await this.writeObserved(parent, observed, removed, clock, now);
-    this.publish(written, secrets);
+    // The route goes to the routers as soon as it is known, before the status write returns:
+    // a client that sees Ready finds its route there already. A failed write is corrected by
+    // the next pass, which publishes again.
+    await this.writeObserved(parent, observed, removed, clock, now, (projected) =>
+      this.publish(projected, secrets),
+    );
 
     const unreachable = observed.flatMap((o) =>
       (o.observation.state === "absent" || o.observation.state === "unreachable") && o.observation.error
@@ -326,11 +330,17 @@ export class SessionReconciler implements Reconciler {
     removed: Record<string, null>,
     clock: ActiveClock,
     now: number,
+    /** Called with the parent as it will read once written (phase and children), before the write. */
+    beforeWrite: (projected: MultiClusterSession) => void,
   ): Promise<MultiClusterSession> {
     const before = parent.status?.phase;
     const computed = computeStatus(observed, parent.spec.failurePolicy ?? "AllOrNothing", {
       routed: before === "Ready" || before === "Pending",
     });
+    beforeWrite({
+      ...parent,
+      status: { ...parent.status, phase: computed.phase, children: computed.children },
+    } as MultiClusterSession);
     const queues = defaultChildQueues(observed);
     const written = await writeParentStatus(this.parents, parent, {
       phase: computed.phase,

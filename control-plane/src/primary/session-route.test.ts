@@ -38,9 +38,9 @@ describe("buildSessionRoute", () => {
     expect(route.sessionId).toBe("shop:mc-0123456789abcdef");
     expect(route.clientKeyHash).toBe("c".repeat(64));
     expect(route.state).toBe(SessionState.READY);
-    expect(route.upstreams.map((u) => [u.cluster, u.url, u.secret, u.isDefault])).toEqual([
-      ["east", "wss://east.gw:8443", "se", true],
-      ["west", "wss://west.gw:8443", "sw", false],
+    expect(route.upstreams.map((u) => [u.cluster, u.url, u.secret, u.isDefault, u.mux])).toEqual([
+      ["east", "wss://east.gw:8443", "se", true, true],
+      ["west", "wss://west.gw:8443", "sw", false, true],
     ]);
   });
 
@@ -65,6 +65,16 @@ describe("buildSessionRoute", () => {
     validateSessionRoute(creating);
     expect(creating.state).toBe(SessionState.CREATING);
     expect(creating.upstreams).toEqual([]);
+  });
+
+  it("says CREATING while the Default child is not ready, even when another child is first", () => {
+    const westFirst = parent("Pending");
+    const children = westFirst.status!.children!;
+    for (const [name, c] of Object.entries(children)) if (c.defaultCluster) children[name]!.ready = false;
+    const route = buildSessionRoute(westFirst, { east: "se", west: "sw" })!;
+    validateSessionRoute(route);
+    expect(route.state).toBe(SessionState.CREATING);
+    expect(route.upstreams.map((u) => [u.cluster, u.isDefault])).toEqual([["west", false]]);
   });
 
   it("routes nothing for a session that is Initializing, Failed or being deleted", () => {

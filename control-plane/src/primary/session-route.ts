@@ -1,6 +1,7 @@
 // A Ready parent's routing table for the Primary's routers (DESIGN §2, §6): one upstream
 // per ready child — its gateway URL and the per-child secret the router presents there —
-// with the Default cluster's child marked. Built from the parent's status (not from
+// with the Default cluster's child marked, and every gateway marked `mux` (routers carry the
+// sessions to one gateway on one shared connection, proto/mux.proto). Built from the parent's status (not from
 // memory), so any leader rebuilds the same table. Its session id is the parent's key
 // `<namespace>:<name>`: the URL clients connect to, and what no parent of another
 // namespace can share.
@@ -19,6 +20,8 @@ import { childSecretsName } from "./child-session-plan.js";
 export interface SessionRouteOptions {
   /** PEM CA bundle routers use to verify wss:// gateways (omitted: system roots). */
   gatewayCaPem?: string;
+  /** Mark gateways `mux` (default true): routers share one connection per gateway. */
+  gatewayMux?: boolean;
 }
 
 /**
@@ -26,7 +29,7 @@ export interface SessionRouteOptions {
  * back to not ready (an agent restarting, a readiness blip, a rollout) keeps its route with the
  * children that are still ready, so that connected clients stay attached and a client that
  * reconnects meanwhile is not told the session is gone; with no child ready the route is
- * CREATING (routers answer "retry"). Undefined (not routed) otherwise: Initializing, Failed,
+ * CREATING (routers answer "retry"), and so it is while the Default child is not ready. Undefined (not routed) otherwise: Initializing, Failed,
  * being deleted.
  */
 export function buildSessionRoute(
@@ -49,13 +52,17 @@ export function buildSessionRoute(
         url: c.gateway!,
         secret,
         isDefault: c.defaultCluster === true,
+        mux: options.gatewayMux !== false,
         ...(options.gatewayCaPem ? { caPem: options.gatewayCaPem } : {}),
       });
     });
   return create(SessionRouteSchema, {
     sessionId: sessionKey(parent.metadata.namespace!, name),
     clientKeyHash: parent.spec.clientKeyHash,
-    state: upstreams.length > 0 ? SessionState.READY : SessionState.CREATING,
+    // Routable only with the Default child: env, files, DNS and outgoing go nowhere else.
+    // Until it is ready (another child may be first) the route says CREATING, never READY
+    // without a default, which every route validator refuses.
+    state: upstreams.some((u) => u.isDefault) ? SessionState.READY : SessionState.CREATING,
     upstreams,
   });
 }

@@ -5,7 +5,9 @@
 // has landed, and re-delivers every cached object as an update every resync period so
 // a missed or mishandled event is repaired by level-triggered reconcilers. It is the one
 // informer of the control plane: controllers watch it, and plain watchers (the cluster
-// configuration source) subscribe to it.
+// configuration source) subscribe to it. Cached objects carry no `metadata.managedFields`
+// (server-side apply bookkeeping nothing here reads; most of a small object's memory, for
+// every object of every cache), as client-go's informers drop them.
 import {
   AppsV1Api,
   CoreV1Api,
@@ -28,6 +30,33 @@ import { atLeast, nonNegative, OptionError, positive } from "../../../lib/option
 import { GROUP, VERSION, type CrdDefinition } from "../../../proto/api/v1alpha1/index.js";
 
 export type InformerEvent = "add" | "update" | "delete";
+
+/**
+ * Clears `metadata.managedFields` in place (set to undefined, not deleted: the object keeps its
+ * shape, which keeps V8's fast properties) and returns the object.
+ */
+export function withoutManagedFields<T extends KubernetesObject>(obj: T): T {
+  if (obj?.metadata?.managedFields !== undefined) obj.metadata.managedFields = undefined;
+  return obj;
+}
+
+/** A Watch whose events carry objects without managedFields (see withoutManagedFields). */
+export class LeanWatch extends Watch {
+  override watch(
+    path: string,
+    queryParams: Record<string, string | number | boolean | undefined>,
+    callback: (phase: string, apiObj: unknown, watchObj?: unknown) => void,
+    done: (err: unknown) => void,
+  ): Promise<AbortController> {
+    return super.watch(
+      path,
+      queryParams,
+      (phase, apiObj, watchObj) =>
+        callback(phase, withoutManagedFields(apiObj as KubernetesObject), watchObj),
+      done,
+    );
+  }
+}
 export type InformerHandler<T> = (event: InformerEvent, obj: T) => void;
 
 export interface ResourceInformerOptions<T extends KubernetesObject> {
@@ -77,8 +106,12 @@ export class ResourceInformer<T extends KubernetesObject> {
     const selectors = { labelSelector: options.labelSelector, fieldSelector: options.fieldSelector };
     this.#lw = new ListWatch<T>(
       options.path,
-      new Watch(options.kubeConfig),
-      () => options.list(selectors),
+      new LeanWatch(options.kubeConfig),
+      async () => {
+        const list = await options.list(selectors);
+        for (const item of list.items ?? []) withoutManagedFields(item);
+        return list;
+      },
       false,
       options.labelSelector,
       options.fieldSelector,

@@ -829,6 +829,43 @@ describe("backpressure toward a slow destination", () => {
   });
 });
 
+describe("outgoing bulk toward a destination that reads late", () => {
+  it("keeps reading the session until 1 MiB waits for the destination, not one frame", async () => {
+    const total = 32 * 1024 * 1024;
+    let got = 0;
+    const sockets: Socket[] = [];
+    let allReceived: () => void;
+    const done = new Promise<void>((r) => (allReceived = r));
+    const server = createTcpServer((s) => {
+      sockets.push(s);
+      // Busy at first: the kernel's buffers fill and writes stop completing at once.
+      s.pause();
+      setTimeout(() => s.resume(), 300);
+      s.on("data", (d) => {
+        got += d.length;
+        if (got === total) allReceived();
+      });
+    });
+    await new Promise<void>((r) => server.listen(0, "127.0.0.1", () => r()));
+    cleanups.push(() => {
+      for (const s of sockets) s.destroy();
+      server.close();
+    });
+    const app = await startApp();
+    const { agent } = await startAgent(app.port);
+    const c = await connectClient(agent, "bulk");
+    expect((await c.tcpConnect(1, "127.0.0.1", (server.address() as AddressInfo).port)).error).toBe("");
+    const block = Buffer.alloc(256 * 1024, 1);
+    for (let sent = 0; sent < total; sent += block.length) c.tcpSend(1, block);
+    await done;
+    expect(got).toBe(total);
+    const session = agent.sessions.get("bulk")!;
+    // With Node's 16 KiB mark, the first frame left waiting (256 KiB) stopped the session.
+    expect(session.tcp.maxWriteQueueBytes).toBeGreaterThan(256 * 1024);
+    expect(session.tcp.maxWriteQueueBytes).toBeLessThanOrEqual(1024 * 1024 + 256 * 1024);
+  });
+});
+
 describe("metrics", () => {
   it("publishes sessions, subscriptions by mode and errors on /metrics", async () => {
     const app = await startApp();

@@ -112,6 +112,7 @@ function debugRoutes(table: RoutingTable, sessions: SessionRegistry): unknown {
         cluster: l.cluster,
         state: l.state,
         isDefault: l.isDefault,
+        multiplexed: l.multiplexed,
         lastError: l.lastError,
         bufferedBytes: l.bufferedBytes,
         connections: s.connectionsOn(l),

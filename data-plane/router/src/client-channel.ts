@@ -2,7 +2,6 @@
 // refuse a client frame), upstream status reports and merged replies. Nothing is sent
 // once the session closed. Frames relayed from upstreams go through SessionFlowControl
 // instead, which applies backpressure.
-import type WebSocket from "ws";
 import type { ErrorCode } from "../../../proto/error-codes.js";
 import { errorFrame, type ErrorFrameContext } from "../../../proto/error-frame.js";
 import { encodeFrame } from "../../../proto/frame-codec.js";
@@ -14,13 +13,14 @@ import {
   type UpstreamState,
 } from "../../../proto/gen/session_pb.js";
 import type { RouterMetrics } from "./router-metrics.js";
+import type { SessionSocket } from "./session-socket.js";
 
 export class ClientChannel {
   /** Set when the session ends: from then on nothing is sent. */
   closed = false;
 
   constructor(
-    readonly ws: WebSocket,
+    readonly ws: SessionSocket,
     private readonly metrics: RouterMetrics,
   ) {}
 

@@ -31,6 +31,7 @@ interface Flags {
   wsPingIntervalMs: string;
   mergeTimeoutMs: string;
   upstreamUnmasked?: boolean;
+  upstreamMux?: boolean;
 }
 
 const env = (name: string) => `SWITCHYARD_ROUTER_${name}`;
@@ -143,6 +144,12 @@ async function main(): Promise<void> {
         "--upstream-unmasked",
         "send unmasked frames upstream (trusted networks only; saves a copy per frame)",
       ).env(env("UPSTREAM_UNMASKED")),
+    )
+    .addOption(
+      new Option(
+        "--no-upstream-mux",
+        "dial every session's gateway upstream on a WebSocket of its own instead of one shared connection per gateway",
+      ),
     );
   program.parse();
   const f = program.opts<Flags>();
@@ -178,6 +185,7 @@ async function main(): Promise<void> {
       mergeTimeoutMs: intFlag("merge-timeout-ms", f.mergeTimeoutMs),
       unmasked: f.upstreamUnmasked === true,
     },
+    upstreamMux: f.upstreamMux !== false && process.env[env("UPSTREAM_MUX")] !== "false",
   });
 
   const abort = new AbortController();

@@ -5,9 +5,7 @@
 // FrameRouting decides where each frame goes and SessionFlowControl keeps the session's
 // memory bounded (a congested peer pauses the socket that feeds it; other sessions never
 // wait for this one).
-import type { Socket } from "node:net";
 import type { Logger } from "pino";
-import type WebSocket from "ws";
 import { PeerLiveness } from "../../../lib/peer-liveness.js";
 import { ErrorCode, webSocketErrorCode } from "../../../proto/error-codes.js";
 import {
@@ -35,7 +33,9 @@ import {
 import { ClientChannel } from "./client-channel.js";
 import { FrameRouting, type RoutingLimits } from "./frame-routing.js";
 import { metricsCluster, type RouterMetrics } from "./router-metrics.js";
+import type { MuxPool } from "./mux-pool.js";
 import { SessionFlowControl } from "./session-flow-control.js";
+import type { SessionSocket } from "./session-socket.js";
 import { UpstreamLink, type FlowLimits } from "./upstream-link.js";
 
 /** Every limit of a session; `defaultLimits` in router-server.ts has the defaults. */
@@ -80,21 +80,20 @@ export class RoutedSession {
 
   constructor(
     route: SessionRoute,
-    ws: WebSocket,
-    clientSocket: Socket,
+    ws: SessionSocket,
     private readonly limits: SessionLimits,
     private readonly metrics: RouterMetrics,
     private readonly log: Logger,
     private readonly onClosed: (s: RoutedSession) => void,
+    /** Where `mux` upstreams get their channel; absent: every upstream gets its own WebSocket. */
+    private readonly muxPool?: MuxPool,
   ) {
     this.id = route.sessionId;
     this.route = route;
     this.client = new ClientChannel(ws, metrics);
     const liveness = new PeerLiveness(2 * limits.wsPingIntervalMs);
     this.clientLiveness = liveness;
-    this.flow = new SessionFlowControl(ws, clientSocket, limits.flow, metrics, liveness, () =>
-      this.clientTooSlow(),
-    );
+    this.flow = new SessionFlowControl(ws, limits.flow, metrics, liveness, () => this.clientTooSlow());
     this.routing = new FrameRouting(this.client, this.flow, limits, metrics, log);
     ws.on("message", (data: Buffer, isBinary) => {
       liveness.heard();
@@ -110,7 +109,7 @@ export class RoutedSession {
       if (code) this.metrics.badFrame("client", code);
       this.log.info({ err: err.message, code }, "client socket error");
     });
-    clientSocket.on("drain", () => {
+    ws.on("drain", () => {
       liveness.heard();
       this.flow.clientDrained(this.routing.upstreams());
     });
@@ -248,6 +247,8 @@ export class RoutedSession {
         connectTimeoutMs: this.limits.connectTimeoutMs,
         pingIntervalMs: this.limits.wsPingIntervalMs,
         unmasked: this.limits.unmasked,
+        mux: u.mux,
+        ...(this.muxPool ? { muxPool: this.muxPool } : {}),
         counters: this.metrics.clusterCounters(metricsCluster(u)),
         log: this.log,
       },
@@ -290,7 +291,8 @@ export class RoutedSession {
         u.secret === o.secret &&
         u.caPem === o.caPem &&
         u.serverName === o.serverName &&
-        u.isDefault === o.isDefault
+        u.isDefault === o.isDefault &&
+        u.mux === o.mux
       )
         continue;
       link.close("upstream removed from the route");

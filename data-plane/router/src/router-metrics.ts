@@ -38,6 +38,8 @@ export interface LiveGauges {
   bufferedBytes(): { client: number; upstream: number };
   /** Sessions in the routing table and its version-change timestamp (seconds), or 0. */
   table(): { sessions: number; updatedAtSeconds: number };
+  /** Multiplexed gateway connections and their channels: dialled (to gateways) and accepted (from Primary routers). */
+  mux(): Record<"dialled" | "accepted", { connections: number; channels: number }>;
 }
 
 export class RouterMetrics {
@@ -144,6 +146,28 @@ export class RouterMetrics {
         const b = gauges.bufferedBytes();
         this.set({ side: "client" }, b.client);
         this.set({ side: "upstream" }, b.upstream);
+      },
+    });
+    new Gauge({
+      name: "switchyard_router_mux_connections",
+      help: "Multiplexed gateway connections, by side (dialled: to member gateways; accepted: from Primary routers).",
+      labelNames: ["side"],
+      registers: [this.registry],
+      collect() {
+        const m = gauges.mux();
+        this.set({ side: "dialled" }, m.dialled.connections);
+        this.set({ side: "accepted" }, m.accepted.connections);
+      },
+    });
+    new Gauge({
+      name: "switchyard_router_mux_channels",
+      help: "Sessions carried on multiplexed gateway connections, by side (dialled, accepted).",
+      labelNames: ["side"],
+      registers: [this.registry],
+      collect() {
+        const m = gauges.mux();
+        this.set({ side: "dialled" }, m.dialled.channels);
+        this.set({ side: "accepted" }, m.accepted.channels);
       },
     });
     new Gauge({

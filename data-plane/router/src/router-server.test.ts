@@ -110,13 +110,18 @@ describe("the admin port", () => {
  * Everything a server writes back to a WebSocket upgrade request, until it closes the
  * connection; an accepted upgrade (101) is cut off after its headers.
  */
-function upgradeReply(base: string, sessionId: string, secret: string): Promise<Buffer> {
+function upgradeReply(
+  base: string,
+  sessionId: string,
+  secret: string,
+  prefix = "/v1/sessions/",
+): Promise<Buffer> {
   const { hostname, port } = new URL(base);
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     const socket = netConnect(Number(port), hostname, () =>
       socket.write(
-        `GET /v1/sessions/${sessionId} HTTP/1.1\r\n` +
+        `GET ${prefix}${sessionId} HTTP/1.1\r\n` +
           `Host: ${hostname}:${port}\r\n` +
           "Upgrade: websocket\r\nConnection: Upgrade\r\n" +
           "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n" +
@@ -153,5 +158,19 @@ describe("an unknown session and a wrong secret", () => {
     const b = await upgradeReply(publicBase, "mc-never-existed", "");
     expect(a.equals(b)).toBe(true);
     expect(a.toString()).toMatch(/^HTTP\/1\.1 401 /);
+  });
+});
+
+describe("the multiplexed gateway endpoint /v1/mux/{id}", () => {
+  it("refuses exactly as the session endpoint does, and upgrades with a session's secret", async () => {
+    const session = await upgradeReply(publicBase, SESSION, "not-the-secret");
+    const mux = await upgradeReply(publicBase, SESSION, "not-the-secret", "/v1/mux/");
+    const muxUnknown = await upgradeReply(publicBase, "mc-never-existed", SECRET, "/v1/mux/");
+    expect(mux.equals(session)).toBe(true);
+    expect(muxUnknown.equals(session)).toBe(true);
+    expect((await upgradeReply(publicBase, SESSION, "", "/v1/mux/")).toString()).toMatch(/^HTTP\/1\.1 401 /);
+    expect((await upgradeReply(publicBase, SESSION, SECRET, "/v1/mux/")).toString()).toMatch(
+      /^HTTP\/1\.1 101 /,
+    );
   });
 });

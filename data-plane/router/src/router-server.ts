@@ -16,19 +16,23 @@ import { createServer as createHttpsServer } from "node:https";
 import type { AddressInfo, Socket } from "node:net";
 import type { Duplex } from "node:stream";
 import type { Logger } from "pino";
-import { WebSocketServer } from "ws";
+import { type WebSocket, WebSocketServer } from "ws";
 import { checkBackoff } from "../../../lib/backoff.js";
 import { integerIn, OptionError, positive } from "../../../lib/option-error.js";
 import { ErrorCode } from "../../../proto/error-codes.js";
 import { DEFAULT_MAX_PAYLOAD_BYTES, HEADER_BYTES } from "../../../proto/frame-codec.js";
-import { SessionState } from "../../../proto/gen/route_discovery_pb.js";
+import { SessionState, type SessionRoute } from "../../../proto/gen/route_discovery_pb.js";
+import { CHANNEL_PREFIX_BYTES, parseMuxPath } from "../../../proto/mux-protocol.js";
 import { bearerSecret, secretMatches } from "../../../proto/session-auth.js";
-import { parseSessionPath, writeRefusal } from "../../../proto/session-endpoint.js";
+import { parseSessionPath, writeRefusal, type Refusal } from "../../../proto/session-endpoint.js";
 import { AdminServer, json, listenOn, text, type AdminListen } from "./admin-server.js";
 import { CloseCode, type SessionLimits } from "./routed-session.js";
 import { RouterMetrics } from "./router-metrics.js";
 import { RoutingTable } from "./routing-table.js";
+import { MuxConnection } from "./mux-connection.js";
+import { MuxPool } from "./mux-pool.js";
 import { SessionRegistry } from "./session-registry.js";
+import { WsSessionSocket } from "./session-socket.js";
 
 export interface RouterServerOptions {
   /** Listen address; default "0.0.0.0". */
@@ -45,6 +49,11 @@ export interface RouterServerOptions {
   table?: RoutingTable;
   /** Where /metrics and /debug/* are served (plain HTTP); absent: no admin listener. */
   admin?: AdminListen;
+  /**
+   * Carry sessions to upstreams their route marks `mux` (member gateways) on one shared
+   * connection per gateway. Default true; false dials every upstream per session.
+   */
+  upstreamMux?: boolean;
 }
 
 /**
@@ -112,6 +121,8 @@ export class RouterServer {
   private readonly wss: WebSocketServer;
   private readonly log: Logger;
   private readonly retryAfter: number;
+  private readonly muxPool: MuxPool | undefined;
+  private readonly accepted = new Set<MuxConnection>();
 
   constructor(private readonly opts: RouterServerOptions) {
     integerIn("port", opts.port, 8080, 0, 65535);
@@ -124,16 +135,34 @@ export class RouterServer {
       upstreamLinks: () => this.linkCounts(),
       bufferedBytes: () => this.buffered(),
       table: () => ({ sessions: this.table.size, updatedAtSeconds: this.table.updatedAt / 1000 }),
+      mux: () => this.muxStats(),
     });
     // One coarse sweep, fine enough to keep ping intervals below a second honest.
     const sweepMs = Math.min(1000, this.limits.wsPingIntervalMs / 4);
-    this.sessions = new SessionRegistry(this.table, this.limits, this.metrics, this.log, sweepMs);
+    this.muxPool =
+      opts.upstreamMux === false
+        ? undefined
+        : new MuxPool({
+            pingIntervalMs: this.limits.wsPingIntervalMs,
+            connectTimeoutMs: this.limits.connectTimeoutMs,
+            maxPayloadBytes: this.limits.maxPayloadBytes,
+            unmasked: this.limits.unmasked,
+            log: this.log,
+          });
+    this.sessions = new SessionRegistry(
+      this.table,
+      this.limits,
+      this.metrics,
+      this.log,
+      sweepMs,
+      this.muxPool,
+    );
     this.wss = new WebSocketServer({
       noServer: true,
       perMessageDeflate: false,
       skipUTF8Validation: true,
       // Frames up to 4× the limit get a precise protocol error; beyond that ws closes (1009).
-      maxPayload: this.limits.maxPayloadBytes * 4 + HEADER_BYTES,
+      maxPayload: this.limits.maxPayloadBytes * 4 + HEADER_BYTES + CHANNEL_PREFIX_BYTES,
     });
     const handler = (req: IncomingMessage, res: ServerResponse) => this.http(req, res);
     this.server = opts.tls
@@ -197,6 +226,7 @@ export class RouterServer {
 
   async close(): Promise<void> {
     this.sessions.close();
+    for (const c of [...this.accepted]) c.close(1001, "router shutting down");
     for (const c of this.wss.clients) c.terminate();
     await Promise.all([
       new Promise<void>((resolve) => {
@@ -210,61 +240,116 @@ export class RouterServer {
   private upgrade(req: IncomingMessage, socket: Socket, head: Buffer): void {
     socket.on("error", () => {});
     const sessionId = parseSessionPath(req.url);
-    if (sessionId === undefined)
+    const muxSessionId = sessionId === undefined ? parseMuxPath(req.url) : undefined;
+    if (sessionId === undefined && muxSessionId === undefined)
       return writeRefusal(
         socket,
         404,
         ErrorCode.NOT_FOUND,
         `no WebSocket endpoint at ${(req.url ?? "").split("?")[0]}; use /v1/sessions/{id}`,
       );
-    if (!this.table.loaded) {
+    const id = (sessionId ?? muxSessionId)!;
+    const secret = this.table.loaded ? bearerSecret(req.headers) : undefined;
+    const auth = this.authenticate(id, secret);
+    // A multiplexed connection only needs a secret the router knows; each channel is then
+    // authenticated on its own (and may be refused while its session is being created).
+    if ("status" in auth && !(muxSessionId !== undefined && auth.code === ErrorCode.SESSION_CREATING))
       return writeRefusal(
         socket,
-        503,
-        ErrorCode.ROUTER_NOT_READY,
-        "router has no routing table yet; retry shortly",
-        this.retryAfter,
+        auth.status,
+        auth.code,
+        auth.message,
+        auth.retryAfterMs !== undefined ? auth.retryAfterMs / 1000 : undefined,
       );
-    }
-    const secret = bearerSecret(req.headers);
+    const route = "route" in auth ? auth.route : undefined;
+    this.wss.handleUpgrade(req, socket, head, (ws) => {
+      ws.binaryType = "nodebuffer";
+      if (muxSessionId !== undefined) return this.acceptMux(ws, socket);
+      // The route may have changed while the handshake was in flight.
+      const current = this.table.get(id);
+      if (
+        !current ||
+        current.clientKeyHash !== route!.clientKeyHash ||
+        current.state !== SessionState.READY
+      ) {
+        ws.close(CloseCode.SessionRemoved, "session changed during connect");
+        return;
+      }
+      this.sessions.attach(current, new WsSessionSocket(ws, socket));
+    });
+  }
+
+  /**
+   * Who may attach to `sessionId` with `secret`: its route, or the refusal (401 without a
+   * secret, the same 404 for an unknown session and a wrong secret, 503 while the router has
+   * no table or the session is being created).
+   */
+  private authenticate(sessionId: string, secret: string | undefined): { route: SessionRoute } | Refusal {
+    if (!this.table.loaded)
+      return {
+        status: 503,
+        code: ErrorCode.ROUTER_NOT_READY,
+        message: "router has no routing table yet; retry shortly",
+        retryAfterMs: this.retryAfter * 1000,
+      };
     if (secret === undefined) {
       this.metrics.event("auth_failed");
-      return writeRefusal(
-        socket,
-        401,
-        ErrorCode.UNAUTHENTICATED,
-        "send the session secret as 'Authorization: Bearer <secret>'",
-      );
+      return {
+        status: 401,
+        code: ErrorCode.UNAUTHENTICATED,
+        message: "send the session secret as 'Authorization: Bearer <secret>'",
+      };
     }
     const route = this.table.get(sessionId);
-    // Both refusals below do the same work and write the same bytes; only the metrics (on
+    // Both refusals below do the same work and give the same answer; only the metrics (on
     // the admin port) and the log tell them apart.
     if (!secretMatches(secret, route?.clientKeyHash ?? UNKNOWN_SESSION_HASH) || !route) {
       const reason = route ? "wrong_secret" : "unknown_session";
       this.metrics.event(route ? "auth_failed" : "session_not_found");
       this.log.info({ session: sessionId, reason }, "session refused");
-      return writeRefusal(socket, NO_SUCH_SESSION.status, NO_SUCH_SESSION.code, NO_SUCH_SESSION.message);
+      return { ...NO_SUCH_SESSION };
     }
     if (route.state !== SessionState.READY) {
       this.metrics.event("session_creating");
-      return writeRefusal(
-        socket,
-        503,
-        ErrorCode.SESSION_CREATING,
-        `session ${sessionId} is being created; retry`,
-        this.retryAfter,
-      );
+      return {
+        status: 503,
+        code: ErrorCode.SESSION_CREATING,
+        message: `session ${sessionId} is being created; retry`,
+        retryAfterMs: this.retryAfter * 1000,
+      };
     }
-    this.wss.handleUpgrade(req, socket, head, (ws) => {
-      ws.binaryType = "nodebuffer";
-      // The route may have changed while the handshake was in flight.
-      const current = this.table.get(sessionId);
-      if (!current || current.clientKeyHash !== route.clientKeyHash || current.state !== SessionState.READY) {
-        ws.close(CloseCode.SessionRemoved, "session changed during connect");
-        return;
-      }
-      this.sessions.attach(current, ws, socket);
+    return { route };
+  }
+
+  /** A Primary router's multiplexed connection: every channel is a session's client. */
+  private acceptMux(ws: WebSocket, socket: Socket): void {
+    const conn = new MuxConnection(ws, socket, {
+      side: "gateway",
+      pingIntervalMs: this.limits.wsPingIntervalMs,
+      idleCloseMs: 2 * this.limits.wsPingIntervalMs,
+      log: this.log,
+      accept: (open, channel) => {
+        const auth = this.authenticate(open.sessionId, open.secret);
+        if ("status" in auth) return auth;
+        this.sessions.attach(auth.route, channel);
+        return undefined;
+      },
+      onClosed: (c) => this.accepted.delete(c),
     });
+    this.accepted.add(conn);
+  }
+
+  /** Multiplexed connections: dialled to gateways, and accepted from Primary routers. */
+  muxStats(): {
+    dialled: { connections: number; channels: number };
+    accepted: { connections: number; channels: number };
+  } {
+    let channels = 0;
+    for (const c of this.accepted) channels += c.channelCount;
+    return {
+      dialled: this.muxPool?.stats() ?? { connections: 0, channels: 0 },
+      accepted: { connections: this.accepted.size, channels },
+    };
   }
 
   /** The session port's plain HTTP: probes only; metrics and debug views are on the admin port. */

@@ -4,11 +4,9 @@
 // client congested → stop reading the upstream that wrote. Reading resumes once the
 // congested side drained. Only this session's sockets are paused: nothing waits globally.
 // The paused socket's liveness is told: its peer's silence is no evidence while unread.
-import type { Socket } from "node:net";
-import type WebSocket from "ws";
-import { coalesceWrites } from "../../../lib/coalesced-writes.js";
 import type { PeerLiveness } from "../../../lib/peer-liveness.js";
 import type { RouterMetrics } from "./router-metrics.js";
+import type { SessionSocket } from "./session-socket.js";
 import { Sent, type FlowLimits, type UpstreamLink } from "./upstream-link.js";
 
 export class SessionFlowControl {
@@ -17,8 +15,7 @@ export class SessionFlowControl {
   private clientPaused = false;
 
   constructor(
-    private readonly client: WebSocket,
-    private readonly clientSocket: Socket,
+    private readonly client: SessionSocket,
     private readonly limits: FlowLimits,
     private readonly metrics: RouterMetrics,
     private readonly clientLiveness: PeerLiveness,
@@ -59,7 +56,7 @@ export class SessionFlowControl {
       this.clientTooSlow();
       return;
     }
-    coalesceWrites(this.clientSocket);
+    client.coalesce();
     client.send(data);
     if (client.bufferedAmount > this.limits.highWaterBytes && !link.readingPaused) {
       link.pauseReading();

@@ -3,14 +3,14 @@
 // key or readiness changed drops its client (it must authenticate again); other route
 // changes reconcile the session's upstream links in place. Also runs the router's one
 // coarse sweep timer (merge timeouts, WebSocket pings) instead of per-frame timers.
-import type { Socket } from "node:net";
 import type { Logger } from "pino";
-import type WebSocket from "ws";
 import type { SessionRoute } from "../../../proto/gen/route_discovery_pb.js";
 import { SessionState } from "../../../proto/gen/route_discovery_pb.js";
 import { CloseCode, RoutedSession, type SessionLimits } from "./routed-session.js";
 import { metricsCluster, type RouterMetrics } from "./router-metrics.js";
 import type { RouteChange, RoutingTable } from "./routing-table.js";
+import type { MuxPool } from "./mux-pool.js";
+import type { SessionSocket } from "./session-socket.js";
 
 export class SessionRegistry {
   private readonly sessions = new Map<string, RoutedSession>();
@@ -24,6 +24,8 @@ export class SessionRegistry {
     private readonly metrics: RouterMetrics,
     private readonly log: Logger,
     sweepIntervalMs = 1000,
+    /** Shared connections to gateways for upstreams marked `mux`. */
+    private readonly muxPool?: MuxPool,
   ) {
     this.unsubscribe = table.onChange((c) => this.tableChanged(c));
     this.sweepTimer = setInterval(() => this.sweep(), sweepIntervalMs);
@@ -31,7 +33,7 @@ export class SessionRegistry {
   }
 
   /** Attaches an authenticated client; a previous client of the same session on this router is replaced. */
-  attach(route: SessionRoute, ws: WebSocket, socket: Socket): RoutedSession {
+  attach(route: SessionRoute, ws: SessionSocket): RoutedSession {
     const previous = this.sessions.get(route.sessionId);
     if (previous) {
       this.metrics.event("client_replaced");
@@ -40,7 +42,6 @@ export class SessionRegistry {
     const session = new RoutedSession(
       route,
       ws,
-      socket,
       this.limits,
       this.metrics,
       this.log.child({ session: route.sessionId }),
@@ -50,6 +51,7 @@ export class SessionRegistry {
           this.notifyLive();
         }
       },
+      this.muxPool,
     );
     this.sessions.set(route.sessionId, session);
     this.log.info({ session: route.sessionId }, "client attached");
@@ -118,5 +120,6 @@ export class SessionRegistry {
     this.sweepTimer = undefined;
     this.unsubscribe();
     for (const s of [...this.sessions.values()]) s.close(CloseCode.RouterShutdown, "router shutting down");
+    this.muxPool?.close();
   }
 }

@@ -75,6 +75,7 @@ function link(url: string, serverName: string) {
       connectTimeoutMs: 5_000,
       pingIntervalMs: 30_000,
       unmasked: false,
+      mux: false,
       counters: new TrafficCounters("pod-a"),
       log: pino({ level: "silent" }),
     },

@@ -5,11 +5,9 @@
 // `sweep`), and send-side high-water marks. It knows nothing about routing or the
 // session's state (connection ids, subscriptions): frames and link events go up to
 // RoutedSession.
-import type { Socket } from "node:net";
 import type { Logger } from "pino";
 import WebSocket from "ws";
 import { Backoff } from "../../../lib/backoff.js";
-import { coalesceWrites } from "../../../lib/coalesced-writes.js";
 import { PeerLiveness } from "../../../lib/peer-liveness.js";
 import {
   CloseSchema,
@@ -22,7 +20,9 @@ import {
 import { decodePayload, encodeFrame, HEADER_BYTES } from "../../../proto/frame-codec.js";
 import { PROTOCOL_VERSION_MAX, PROTOCOL_VERSION_MIN } from "../../../proto/frame-version.js";
 import { bearerHeader } from "../../../proto/session-auth.js";
+import type { MuxPool } from "./mux-pool.js";
 import type { TrafficCounters } from "./router-metrics.js";
+import { WsSessionSocket, type SessionSocket } from "./session-socket.js";
 
 export type LinkState = "connecting" | "open" | "down" | "closed";
 
@@ -59,6 +59,12 @@ export interface UpstreamLinkOptions {
   pingIntervalMs: number;
   /** Send unmasked client frames (a zero mask): saves a copy per frame; only for trusted paths. */
   unmasked: boolean;
+  /**
+   * The upstream is a gateway router serving /v1/mux: ride the pool's shared connection to
+   * it (a channel) instead of a WebSocket of this link's own. Ignored without `muxPool`.
+   */
+  mux: boolean;
+  muxPool?: MuxPool;
   counters: TrafficCounters;
   log: Logger;
 }
@@ -95,8 +101,7 @@ export class UpstreamLink {
   /** This link's reading is paused because the client is congested. */
   readingPaused = false;
 
-  private ws: WebSocket | undefined;
-  private raw: Socket | undefined;
+  private ws: SessionSocket | undefined;
   private queue: Buffer[] = [];
   private queuedBytes = 0;
   private readonly backoff: Backoff;
@@ -121,6 +126,11 @@ export class UpstreamLink {
     return this.ws && this.state === "open" ? this.ws.bufferedAmount : this.queuedBytes;
   }
 
+  /** Rides a multiplexed gateway connection (for tests and /debug). */
+  get multiplexed(): boolean {
+    return this.ws !== undefined && !(this.ws instanceof WsSessionSocket);
+  }
+
   /** How many times the link came up (hello answered); 0 until the first. */
   get ups(): number {
     return this.upCount;
@@ -139,30 +149,17 @@ export class UpstreamLink {
     if (this.state === "closed") return;
     this.state = "connecting";
     const o = this.opts;
-    // ws hands its options to tls.connect, which sends `servername` as SNI and checks the
-    // certificate against it instead of the URL's host (@types/ws does not declare it).
-    const options: WebSocket.ClientOptions & { servername?: string } = {
-      headers: bearerHeader(o.secret),
-      perMessageDeflate: false,
-      skipUTF8Validation: true,
-      maxPayload: o.maxPayloadBytes * 4 + HEADER_BYTES,
-      handshakeTimeout: o.connectTimeoutMs,
-      ...(o.caPem ? { ca: o.caPem } : {}),
-      ...(o.serverName ? { servername: o.serverName } : {}),
-      ...(o.unmasked ? { generateMask: zeroMask } : {}),
-    };
-    const ws = new WebSocket(o.url, options);
+    const ws =
+      (o.mux &&
+        o.muxPool?.open({ url: o.url, secret: o.secret, caPem: o.caPem, serverName: o.serverName })) ||
+      this.dial();
     this.ws = ws;
     const liveness = new PeerLiveness(2 * o.pingIntervalMs);
     this.liveness = liveness;
-    ws.binaryType = "nodebuffer";
-    ws.on("upgrade", (res) => {
-      this.raw = res.socket as Socket;
-      this.raw.on("drain", () => {
-        // Our bytes moved on: the upstream reads them, so it lives.
-        liveness.heard();
-        if (this.ws === ws && ws.bufferedAmount <= o.limits.lowWaterBytes) this.events.drained(this);
-      });
+    ws.on("drain", () => {
+      // Our bytes moved on: the upstream reads them, so it lives.
+      liveness.heard();
+      if (this.ws === ws && ws.bufferedAmount <= o.limits.lowWaterBytes) this.events.drained(this);
     });
     ws.on("open", () => {
       ws.send(
@@ -209,6 +206,26 @@ export class UpstreamLink {
     );
   }
 
+  /** A WebSocket of this link's own. */
+  private dial(): SessionSocket {
+    const o = this.opts;
+    // ws hands its options to tls.connect, which sends `servername` as SNI and checks the
+    // certificate against it instead of the URL's host (@types/ws does not declare it).
+    const options: WebSocket.ClientOptions & { servername?: string } = {
+      headers: bearerHeader(o.secret),
+      perMessageDeflate: false,
+      skipUTF8Validation: true,
+      maxPayload: o.maxPayloadBytes * 4 + HEADER_BYTES,
+      handshakeTimeout: o.connectTimeoutMs,
+      ...(o.caPem ? { ca: o.caPem } : {}),
+      ...(o.serverName ? { servername: o.serverName } : {}),
+      ...(o.unmasked ? { generateMask: zeroMask } : {}),
+    };
+    const ws = new WebSocket(o.url, options);
+    ws.binaryType = "nodebuffer";
+    return new WsSessionSocket(ws);
+  }
+
   private helloAcked(data: Buffer): void {
     let version = 0;
     try {
@@ -242,7 +259,7 @@ export class UpstreamLink {
     if (this.state === "open") {
       const ws = this.ws!;
       if (ws.bufferedAmount > this.opts.limits.hardLimitBytes) return Sent.Rejected;
-      coalesceWrites(this.raw);
+      ws.coalesce();
       ws.send(buf);
       c.toUpstreamFrames[f]!++;
       c.toUpstreamBytes[f]! += buf.length;
@@ -301,7 +318,6 @@ export class UpstreamLink {
     if (this.state === "closed" || this.state === "down") return;
     const ws = this.ws;
     this.ws = undefined;
-    this.raw = undefined;
     ws?.removeAllListeners();
     ws?.on("error", () => {});
     ws?.terminate();
@@ -331,7 +347,7 @@ export class UpstreamLink {
    */
   close(farewell?: string): void {
     if (this.state === "closed") return;
-    if (farewell !== undefined && this.state === "open" && this.ws?.readyState === WebSocket.OPEN)
+    if (farewell !== undefined && this.state === "open" && this.ws?.isOpen)
       this.ws.send(
         encodeFrame({ family: FrameFamily.CONTROL, kind: ControlKind.CLOSE }, CloseSchema, {
           reason: farewell,
@@ -346,7 +362,7 @@ export class UpstreamLink {
     if (ws) {
       ws.removeAllListeners();
       ws.on("error", () => {});
-      if (ws.readyState === WebSocket.OPEN) ws.close(1000, "session closed");
+      if (ws.isOpen) ws.close(1000, "session closed");
       else ws.terminate();
     }
   }

@@ -20,6 +20,8 @@ export interface UpstreamSpec {
   caPem?: string;
   /** Name the upstream's certificate is verified against instead of the URL's host. */
   serverName?: string;
+  /** A gateway router: carry the session on the shared multiplexed connection. */
+  mux?: boolean;
 }
 
 export interface RouteSpec {
@@ -42,6 +44,7 @@ export function routeJson(r: RouteSpec): Record<string, unknown> {
       isDefault: u.isDefault ?? false,
       ...(u.caPem ? { caPem: u.caPem } : {}),
       ...(u.serverName ? { serverName: u.serverName } : {}),
+      ...(u.mux ? { mux: true } : {}),
     })),
   };
 }

@@ -14,6 +14,7 @@
 import { createServer, type AddressInfo, type Server, type Socket } from "node:net";
 import type { Duplex } from "node:stream";
 import { CliError, CliErrorCode } from "../cli-errors.js";
+import { STREAM_WRITE_HIGH_WATER_BYTES } from "../session/stream-chunks.js";
 import { splice } from "./splice.js";
 import { encodeSocksAddress } from "./socks-udp-header.js";
 import { isUnspecifiedIp, sameIp, SocksUdpAssociation, type UdpRelay } from "./socks-udp-association.js";
@@ -86,7 +87,9 @@ export class LocalProxy {
   readonly #path: string | undefined;
 
   async listen(): Promise<number> {
-    const server = createServer((s) => this.#accept(s));
+    // Reads and writes of a proxied connection are frames of up to 256 KiB: a frame
+    // written at once does not report the socket full (Node's default is 16 KiB).
+    const server = createServer({ highWaterMark: STREAM_WRITE_HIGH_WATER_BYTES }, (s) => this.#accept(s));
     await new Promise<void>((resolve, reject) => {
       server.once("error", reject);
       if (this.#path) server.listen(this.#path, () => resolve());

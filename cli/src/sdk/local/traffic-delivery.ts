@@ -7,8 +7,9 @@
 //   with the reason (or cuts an answer already under way). Requests go over kept-alive
 //   connections (local-http-client.ts).
 // Port mapping: a target port maps to itself unless `--port 8080:3000` says otherwise.
-import { connect } from "node:net";
+import { connect, type NetConnectOpts } from "node:net";
 import type { IncomingConnection, IncomingHttpRequest } from "../session/incoming-traffic.js";
+import { STREAM_WRITE_HIGH_WATER_BYTES } from "../session/stream-chunks.js";
 import { LocalHttpClient, type LocalHttpOptions } from "./local-http-client.js";
 
 export interface TrafficDeliveryOptions {
@@ -85,7 +86,11 @@ export class TrafficDelivery {
     this.stats.connections++;
     const port = this.localPortFor(c.info.port);
     const path = this.#socketPathFor?.(port);
-    const local = path ? connect({ path }) : connect({ host: this.#o.localHost, port });
+    // A frame (up to 256 KiB) written at once does not report the socket full (Node takes
+    // the stream option at run time; its types leave it out).
+    const hwm = { writableHighWaterMark: STREAM_WRITE_HIGH_WATER_BYTES };
+    const to: NetConnectOpts = path ? { path } : { host: this.#o.localHost, port };
+    const local = connect(Object.assign(to, hwm));
     local.setNoDelay(true);
     local.on("error", (err) => {
       this.#fail(`${c.info.mode} connection from ${c.info.remoteAddress} to local port ${port}`, err);

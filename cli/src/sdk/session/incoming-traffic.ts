@@ -9,9 +9,8 @@
 import { Duplex } from "node:stream";
 import * as pb from "../../../../proto/gen/session_pb.js";
 import { encodeFrame } from "../../../../proto/frame-codec.js";
-import { encodeStreamData } from "../../../../proto/stream-data-frame.js";
 import type { FrameSink } from "./frame-sink.js";
-import { MAX_CHUNK_BYTES } from "./outgoing-tcp-stream.js";
+import { releaseWriter, sendChunks, STREAM_WRITE_HIGH_WATER_BYTES } from "./stream-chunks.js";
 
 const F = pb.FrameFamily.TRAFFIC;
 
@@ -35,18 +34,27 @@ export class IncomingConnection extends Duplex {
     private readonly sink: FrameSink,
     private readonly onGone: (id: number) => void,
   ) {
-    super({ allowHalfOpen: false });
+    super({ allowHalfOpen: false, writableHighWaterMark: STREAM_WRITE_HIGH_WATER_BYTES });
   }
 
   override _read(): void {}
 
   override _write(chunk: Buffer, _enc: BufferEncoding, cb: (err?: Error | null) => void): void {
+    this.#send([chunk], cb);
+  }
+
+  /** Chunks written while the previous write was under way: they leave together. */
+  override _writev(chunks: Array<{ chunk: Buffer }>, cb: (err?: Error | null) => void): void {
+    this.#send(
+      chunks.map((c) => c.chunk),
+      cb,
+    );
+  }
+
+  #send(chunks: Buffer[], cb: (err?: Error | null) => void): void {
     if (this.#closed || this.info.mode === "mirror") return cb();
-    for (let at = 0; at < chunk.length; at += MAX_CHUNK_BYTES)
-      this.sink.send(
-        encodeStreamData(F, pb.TrafficKind.DATA, this.info.id, chunk.subarray(at, at + MAX_CHUNK_BYTES)),
-      );
-    this.sink.whenWritable(() => cb());
+    sendChunks(this.sink, F, pb.TrafficKind.DATA, this.info.id, chunks);
+    releaseWriter(this.sink, chunks[chunks.length - 1]!.length, cb);
   }
 
   override _final(cb: (err?: Error | null) => void): void {

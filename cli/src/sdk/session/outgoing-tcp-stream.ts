@@ -5,12 +5,10 @@
 import { Duplex } from "node:stream";
 import * as pb from "../../../../proto/gen/session_pb.js";
 import { encodeFrame } from "../../../../proto/frame-codec.js";
-import { encodeStreamData } from "../../../../proto/stream-data-frame.js";
 import type { FrameSink } from "./frame-sink.js";
+import { releaseWriter, sendChunks, STREAM_WRITE_HIGH_WATER_BYTES } from "./stream-chunks.js";
 
 const F = pb.FrameFamily.OUTGOING_TCP;
-/** Largest data chunk per frame; bigger writes are split (the router's frame limit is 1 MiB). */
-export const MAX_CHUNK_BYTES = 256 * 1024;
 
 export class OutgoingTcpStream extends Duplex {
   #remoteClosed = false;
@@ -21,7 +19,7 @@ export class OutgoingTcpStream extends Duplex {
     private readonly sink: FrameSink,
     private readonly onGone: (id: number) => void,
   ) {
-    super({ allowHalfOpen: false });
+    super({ allowHalfOpen: false, writableHighWaterMark: STREAM_WRITE_HIGH_WATER_BYTES });
   }
 
   override _read(): void {
@@ -29,13 +27,22 @@ export class OutgoingTcpStream extends Duplex {
   }
 
   override _write(chunk: Buffer, _enc: BufferEncoding, cb: (err?: Error | null) => void): void {
+    this.#send([chunk], cb);
+  }
+
+  /** Chunks written while the previous write was under way: they leave together. */
+  override _writev(chunks: Array<{ chunk: Buffer }>, cb: (err?: Error | null) => void): void {
+    this.#send(
+      chunks.map((c) => c.chunk),
+      cb,
+    );
+  }
+
+  #send(chunks: Buffer[], cb: (err?: Error | null) => void): void {
     if (this.#remoteClosed) return cb();
-    for (let at = 0; at < chunk.length; at += MAX_CHUNK_BYTES) {
-      const part = chunk.subarray(at, at + MAX_CHUNK_BYTES);
-      const ok = this.sink.send(encodeStreamData(F, pb.OutgoingKind.DATA, this.id, part));
-      if (!ok) return cb(new Error("the session is disconnected"));
-    }
-    this.sink.whenWritable(() => cb());
+    if (!sendChunks(this.sink, F, pb.OutgoingKind.DATA, this.id, chunks))
+      return cb(new Error("the session is disconnected"));
+    releaseWriter(this.sink, chunks[chunks.length - 1]!.length, cb);
   }
 
   override _final(cb: (err?: Error | null) => void): void {

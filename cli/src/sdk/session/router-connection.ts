@@ -27,6 +27,8 @@ import {
 } from "./reconnect-policy.js";
 import { dialRouter, isFatalDialError, type DialedRouter, type DialOptions } from "./router-dial.js";
 
+const EMPTY = Buffer.alloc(0);
+
 export type ConnectionState = "idle" | "open" | "reconnecting" | "lost" | "closed";
 
 export interface RouterConnectionOptions {
@@ -162,9 +164,9 @@ export class RouterConnection implements FrameSink, InboundHold {
     const ws = this.#ws;
     if (this.#state !== "open" || !ws || ws.readyState !== ws.OPEN) return false;
     coalesceWrites(this.#socket);
-    ws.send(frame, (err) => {
-      if (!err) this.#flushWritable();
-    });
+    // No callback per frame (a closure and a completion call each): writers that wait
+    // are checked again once the queue reached the kernel (whenWritable).
+    ws.send(frame);
     return true;
   }
 
@@ -172,6 +174,17 @@ export class RouterConnection implements FrameSink, InboundHold {
     const ws = this.#ws;
     if (!ws || ws.bufferedAmount < this.o.highWaterBytes) return cb();
     this.#writableWaiters.push(cb);
+    if (this.#writableWaiters.length === 1) this.#checkWhenFlushed();
+  }
+
+  /**
+   * Checks the waiting writers again once everything queued so far reached the kernel: an
+   * empty write's callback comes after every earlier write's. Without a socket, the next
+   * reconnect or close releases them (releaseWriters).
+   */
+  #checkWhenFlushed(): void {
+    const socket = this.#socket;
+    if (socket && !socket.destroyed) socket.write(EMPTY, () => this.#flushWritable());
   }
 
   holdInbound(until: (release: () => void) => void): void {
@@ -202,7 +215,7 @@ export class RouterConnection implements FrameSink, InboundHold {
 
   #flushWritable(): void {
     if (this.#writableWaiters.length === 0) return;
-    if ((this.#ws?.bufferedAmount ?? 0) >= this.o.highWaterBytes) return;
+    if ((this.#ws?.bufferedAmount ?? 0) >= this.o.highWaterBytes) return this.#checkWhenFlushed();
     this.releaseWriters();
   }
 

@@ -5,7 +5,9 @@
 // target's mounts come back (or the agent's file error), outgoing TCP streams open (or are
 // dropped when refused), a lost router is replaced by the next one with subscriptions
 // restored, and a router that never returns ends in one `lost` event.
+import { createHash } from "node:crypto";
 import { createServer, type Server } from "node:http";
+import { connect, createServer as createNetServer } from "node:net";
 import { Readable } from "node:stream";
 import type { AddressInfo } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
@@ -415,6 +417,58 @@ describe("SessionClient", () => {
     s.write("hi");
     expect((await echoed).toString()).toBe("echo hi");
     expect(s.id).toBeGreaterThan(0);
+  });
+
+  it("streams a fast local socket in frames of up to 256 KiB, writers held by a full send buffer going on once it flushed", async () => {
+    const { router, url } = await fake();
+    let received = 0;
+    const frameSizes: number[] = [];
+    const digest = createHash("sha256");
+    router.onFrame = (f, ws) => {
+      if (f.header.family !== F.OUTGOING_TCP) return;
+      if (f.header.kind === pb.OutgoingKind.CONNECT)
+        ws.send(
+          encodeFrame(
+            {
+              family: F.OUTGOING_TCP,
+              kind: pb.OutgoingKind.CONNECT_RESULT,
+              requestId: f.header.requestId,
+              connectionId: f.header.connectionId,
+            },
+            pb.ConnectResultSchema,
+            {},
+          ),
+        );
+      else if (f.header.kind === pb.OutgoingKind.DATA) {
+        const data = (f.message as pb.StreamData).data;
+        frameSizes.push(data.length);
+        digest.update(data);
+        received += data.length;
+      }
+    };
+    // A send buffer smaller than one frame: every write waits until the socket flushed.
+    const c = client([url], { highWaterBytes: 1024 });
+    await c.connect();
+    const s = await c.connectTcp("sink", 9);
+    s.on("error", () => {});
+    // A local program writing as fast as it can, read by the CLI as a proxy reads it.
+    const total = 16 * 1024 * 1024;
+    const sent = createHash("sha256");
+    const local = createNetServer((sock) => sock.pipe(s));
+    await new Promise<void>((r) => local.listen(0, "127.0.0.1", () => r()));
+    cleanup.push(() => new Promise<void>((r) => local.close(() => r())));
+    const writer = connect((local.address() as AddressInfo).port, "127.0.0.1");
+    cleanup.push(() => writer.destroy());
+    for (let i = 0; i < total / (64 * 1024); i++) {
+      const block = Buffer.alloc(64 * 1024, i);
+      sent.update(block);
+      if (!writer.write(block)) await new Promise((r) => writer.once("drain", r));
+    }
+    await expect.poll(() => received, { timeout: 20_000 }).toBe(total);
+    expect(digest.digest("hex")).toBe(sent.digest("hex"));
+    expect(Math.max(...frameSizes)).toBeLessThanOrEqual(256 * 1024);
+    // One frame per 64 KiB read would be 256 frames.
+    expect(frameSizes.length).toBeLessThan(total / (64 * 1024));
   });
 
   it("asks the Default agent for the target's mounts, and maps its file error like stat's", async () => {

@@ -16,7 +16,7 @@ import { encodeFrame } from "../../../../proto/frame-codec.js";
 import { encodeStreamData } from "../../../../proto/stream-data-frame.js";
 import type { FrameSink, InboundHold } from "./frame-sink.js";
 import type { IncomingConnectionInfo } from "./incoming-traffic.js";
-import { MAX_CHUNK_BYTES } from "./outgoing-tcp-stream.js";
+import { MAX_CHUNK_BYTES } from "./stream-chunks.js";
 
 const F = pb.FrameFamily.TRAFFIC;
 /** How much of a streamed request body may wait for the program before the session stops reading. */

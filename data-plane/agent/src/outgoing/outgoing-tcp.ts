@@ -4,7 +4,7 @@
 // (header connection id). CLOSE is a half-close: the client's CLOSE ends our write side,
 // the remote's FIN becomes our CLOSE; the stream is forgotten when the socket closes.
 // A CLOSE with an error text aborts the connection.
-import { connect, isIPv4, isIPv6, type Socket } from "node:net";
+import { connect, isIPv4, isIPv6, type Socket, type TcpNetConnectOpts } from "node:net";
 import { OptionError } from "../../../../lib/option-error.js";
 import { ErrorCode } from "../../../../proto/error-codes.js";
 import { encodeFrame } from "../../../../proto/frame-codec.js";
@@ -32,6 +32,14 @@ interface TcpStream {
   connected: boolean;
   closeSent: boolean;
 }
+
+/**
+ * Bytes an outgoing socket may queue before `write` says "full" and the session stops
+ * reading its WebSocket. Above the largest frame (256 KiB): with Node's 16 KiB default every
+ * bulk frame reported "full" even when the kernel took it at once, so reading stopped and
+ * started again once per frame.
+ */
+export const OUTGOING_WRITE_HIGH_WATER_BYTES = 1024 * 1024;
 
 const describe = (err: Error & { code?: string }) => (err.code ? `${err.code}: ${err.message}` : err.message);
 
@@ -86,13 +94,15 @@ export class OutgoingTcp {
         error: `EINVAL: cannot connect to ${JSON.stringify(host)} port ${port}`,
       });
     const bind = this.opts.bindAddress;
-    const socket = connect({
+    const to: TcpNetConnectOpts = {
       host,
       port,
       allowHalfOpen: true,
       noDelay: true,
       ...(bind ? { localAddress: bind, family: isIPv4(bind) ? 4 : 6 } : {}),
-    });
+    };
+    // Node takes the stream option at run time; its types leave it out.
+    const socket = connect(Object.assign(to, { writableHighWaterMark: OUTGOING_WRITE_HIGH_WATER_BYTES }));
     const s: TcpStream = { socket, connected: false, closeSent: false };
     this.streams.set(id, s);
     socket.setTimeout(this.connectTimeoutMs, () => {

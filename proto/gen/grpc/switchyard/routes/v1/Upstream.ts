@@ -34,6 +34,12 @@ export interface Upstream {
    * sets stay bounded across rollouts.
    */
   'metricsCluster'?: (string);
+  /**
+   * The upstream is a Switchyard router that serves /v1/mux (proto/mux.proto): this session
+   * rides the one multiplexed connection the router keeps to that gateway instead of a
+   * WebSocket of its own. Never set for agents.
+   */
+  'mux'?: (boolean);
 }
 
 export interface Upstream__Output {
@@ -69,4 +75,10 @@ export interface Upstream__Output {
    * sets stay bounded across rollouts.
    */
   'metricsCluster': (string);
+  /**
+   * The upstream is a Switchyard router that serves /v1/mux (proto/mux.proto): this session
+   * rides the one multiplexed connection the router keeps to that gateway instead of a
+   * WebSocket of its own. Never set for agents.
+   */
+  'mux': (boolean);
 }
