@@ -119,6 +119,8 @@ export class RouterServer {
   private readonly server: Server;
   private readonly admin: AdminServer | undefined;
   private readonly wss: WebSocketServer;
+  /** Multiplexed connections: every message is a session frame behind a channel prefix. */
+  private readonly muxWss: WebSocketServer;
   private readonly log: Logger;
   private readonly retryAfter: number;
   private readonly muxPool: MuxPool | undefined;
@@ -162,6 +164,12 @@ export class RouterServer {
       perMessageDeflate: false,
       skipUTF8Validation: true,
       // Frames up to 4× the limit get a precise protocol error; beyond that ws closes (1009).
+      maxPayload: this.limits.maxPayloadBytes * 4 + HEADER_BYTES,
+    });
+    this.muxWss = new WebSocketServer({
+      noServer: true,
+      perMessageDeflate: false,
+      skipUTF8Validation: true,
       maxPayload: this.limits.maxPayloadBytes * 4 + HEADER_BYTES + CHANNEL_PREFIX_BYTES,
     });
     const handler = (req: IncomingMessage, res: ServerResponse) => this.http(req, res);
@@ -228,6 +236,7 @@ export class RouterServer {
     this.sessions.close();
     for (const c of [...this.accepted]) c.close(1001, "router shutting down");
     for (const c of this.wss.clients) c.terminate();
+    for (const c of this.muxWss.clients) c.terminate();
     await Promise.all([
       new Promise<void>((resolve) => {
         this.server.close(() => resolve());
@@ -262,7 +271,7 @@ export class RouterServer {
         auth.retryAfterMs !== undefined ? auth.retryAfterMs / 1000 : undefined,
       );
     const route = "route" in auth ? auth.route : undefined;
-    this.wss.handleUpgrade(req, socket, head, (ws) => {
+    (muxSessionId !== undefined ? this.muxWss : this.wss).handleUpgrade(req, socket, head, (ws) => {
       ws.binaryType = "nodebuffer";
       if (muxSessionId !== undefined) return this.acceptMux(ws, socket);
       // The route may have changed while the handshake was in flight.
