@@ -17,7 +17,7 @@ import * as pb from "../proto/gen/session_pb.js";
 import { hashSecret } from "../proto/session-auth.js";
 import { createCertificateAuthority } from "../test/env/pki.js";
 import { RawSessionClient } from "../test/peers/raw-session-client.js";
-import { spawnTs, stopProc, type Proc } from "./router-bench.js";
+import { processCpuMicros, spawnTs, stopProc, type Proc } from "./router-bench.js";
 import { pct, round, writeResult } from "./stats-support.js";
 
 export interface GatewayMuxBenchOptions {
@@ -35,11 +35,7 @@ const F = pb.FrameFamily;
 const ARMS = ["mux", "per-session"] as const;
 type Arm = (typeof ARMS)[number];
 
-function cpuSeconds(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-  const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-  return (Number(f[11]) + Number(f[12])) / 100;
-}
+const cpuSeconds = (pid: number): number => processCpuMicros(pid) / 1e6;
 
 /** Established TCP connections whose remote port is `port` (IPv4 loopback). */
 function establishedTo(port: number): number {

@@ -68,7 +68,7 @@ export function stopProc(p: Proc): Promise<void> {
 }
 
 /** User + system CPU of a process from /proc (Linux), microseconds; 0 elsewhere. */
-function processCpuMicros(pid: number): number {
+export function processCpuMicros(pid: number): number {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
     const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");

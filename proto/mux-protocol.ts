@@ -20,12 +20,11 @@ import {
   type MuxRefused,
   type MuxWindow,
 } from "./gen/mux_pb.js";
+import { parseSessionPath, SESSION_PATH_PREFIX } from "./session-endpoint.js";
 
 export { MuxControlType };
 
 export const MUX_PATH_PREFIX = "/v1/mux/";
-const MUX_PATH = /^\/v1\/mux\/([A-Za-z0-9][A-Za-z0-9._:-]{0,316})$/;
-const SESSION_PATH = /^\/v1\/sessions\/([A-Za-z0-9][A-Za-z0-9._:-]{0,316})$/;
 
 /** Bytes of the channel id in front of every message. */
 export const CHANNEL_PREFIX_BYTES = 4;
@@ -40,7 +39,10 @@ export const MUX_INITIAL_WINDOW_BYTES = 1024 * 1024;
 /** The session id of a mux upgrade path (query ignored), or undefined. */
 export function parseMuxPath(requestUrl: string | undefined): string | undefined {
   const path = (requestUrl ?? "").split("?")[0]!;
-  return MUX_PATH.exec(path)?.[1];
+  // The same ids as the session endpoint's, behind another prefix.
+  return path.startsWith(MUX_PATH_PREFIX)
+    ? parseSessionPath(SESSION_PATH_PREFIX + path.slice(MUX_PATH_PREFIX.length))
+    : undefined;
 }
 
 /**
@@ -56,7 +58,7 @@ export function muxTarget(sessionUrl: string): { origin: string; sessionId: stri
     return undefined;
   }
   if (u.protocol !== "ws:" && u.protocol !== "wss:") return undefined;
-  const sessionId = SESSION_PATH.exec(u.pathname)?.[1];
+  const sessionId = parseSessionPath(u.pathname);
   if (sessionId === undefined) return undefined;
   return { origin: `${u.protocol}//${u.host}`, sessionId };
 }

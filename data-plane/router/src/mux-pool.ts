@@ -5,14 +5,13 @@
 // session for a minute, then asked again.
 import type { IncomingMessage } from "node:http";
 import type { Logger } from "pino";
-import WebSocket from "ws";
 import { ErrorCode } from "../../../proto/error-codes.js";
 import { HEADER_BYTES } from "../../../proto/frame-codec.js";
 import { CHANNEL_PREFIX_BYTES, muxTarget, muxUrl } from "../../../proto/mux-protocol.js";
-import { bearerHeader } from "../../../proto/session-auth.js";
 import { parseRefusal } from "../../../proto/session-endpoint.js";
 import type { MuxChannel } from "./mux-channel.js";
 import { MuxConnection } from "./mux-connection.js";
+import { dialUpstream } from "./upstream-dial.js";
 
 /** How long a gateway without /v1/mux is dialled per session before it is asked again. */
 const UNSUPPORTED_RECHECK_MS = 60_000;
@@ -34,10 +33,6 @@ export interface MuxDial {
   caPem: string;
   serverName: string;
 }
-
-const zeroMask = (mask: Buffer): void => {
-  mask.fill(0);
-};
 
 export class MuxPool {
   private readonly conns = new Map<string, MuxConnection>();
@@ -67,18 +62,15 @@ export class MuxPool {
   private dial(key: string, origin: string, sessionId: string, d: MuxDial): MuxConnection {
     const o = this.opts;
     this.dialled++;
-    const options: WebSocket.ClientOptions & { servername?: string } = {
-      headers: bearerHeader(d.secret),
-      perMessageDeflate: false,
-      skipUTF8Validation: true,
+    const ws = dialUpstream({
+      url: muxUrl(origin, sessionId),
+      secret: d.secret,
+      caPem: d.caPem,
+      serverName: d.serverName,
       maxPayload: o.maxPayloadBytes * 4 + HEADER_BYTES + CHANNEL_PREFIX_BYTES,
-      handshakeTimeout: o.connectTimeoutMs,
-      ...(d.caPem ? { ca: d.caPem } : {}),
-      ...(d.serverName ? { servername: d.serverName } : {}),
-      ...(o.unmasked ? { generateMask: zeroMask } : {}),
-    };
-    const ws = new WebSocket(muxUrl(origin, sessionId), options);
-    ws.binaryType = "nodebuffer";
+      connectTimeoutMs: o.connectTimeoutMs,
+      unmasked: o.unmasked,
+    });
     const conn = new MuxConnection(ws, undefined, {
       side: "dialer",
       pingIntervalMs: o.pingIntervalMs,

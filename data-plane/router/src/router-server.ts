@@ -159,19 +159,11 @@ export class RouterServer {
       sweepMs,
       this.muxPool,
     );
-    this.wss = new WebSocketServer({
-      noServer: true,
-      perMessageDeflate: false,
-      skipUTF8Validation: true,
-      // Frames up to 4× the limit get a precise protocol error; beyond that ws closes (1009).
-      maxPayload: this.limits.maxPayloadBytes * 4 + HEADER_BYTES,
-    });
-    this.muxWss = new WebSocketServer({
-      noServer: true,
-      perMessageDeflate: false,
-      skipUTF8Validation: true,
-      maxPayload: this.limits.maxPayloadBytes * 4 + HEADER_BYTES + CHANNEL_PREFIX_BYTES,
-    });
+    const upgrades = (maxPayload: number) =>
+      new WebSocketServer({ noServer: true, perMessageDeflate: false, skipUTF8Validation: true, maxPayload });
+    // Frames up to 4× the limit get a precise protocol error; beyond that ws closes (1009).
+    this.wss = upgrades(this.limits.maxPayloadBytes * 4 + HEADER_BYTES);
+    this.muxWss = upgrades(this.limits.maxPayloadBytes * 4 + HEADER_BYTES + CHANNEL_PREFIX_BYTES);
     const handler = (req: IncomingMessage, res: ServerResponse) => this.http(req, res);
     this.server = opts.tls
       ? createHttpsServer({ cert: opts.tls.certPem, key: opts.tls.keyPem }, handler)

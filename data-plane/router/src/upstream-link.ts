@@ -6,7 +6,6 @@
 // session's state (connection ids, subscriptions): frames and link events go up to
 // RoutedSession.
 import type { Logger } from "pino";
-import WebSocket from "ws";
 import { Backoff } from "../../../lib/backoff.js";
 import { PeerLiveness } from "../../../lib/peer-liveness.js";
 import {
@@ -19,9 +18,9 @@ import {
 } from "../../../proto/gen/session_pb.js";
 import { decodePayload, encodeFrame, HEADER_BYTES } from "../../../proto/frame-codec.js";
 import { PROTOCOL_VERSION_MAX, PROTOCOL_VERSION_MIN } from "../../../proto/frame-version.js";
-import { bearerHeader } from "../../../proto/session-auth.js";
 import type { MuxPool } from "./mux-pool.js";
 import type { TrafficCounters } from "./router-metrics.js";
+import { dialUpstream } from "./upstream-dial.js";
 import { WsSessionSocket, type SessionSocket } from "./session-socket.js";
 
 export type LinkState = "connecting" | "open" | "down" | "closed";
@@ -88,10 +87,6 @@ export const enum Sent {
   /** Not sent: the link is down, closed, or over its hard limit. */
   Rejected = 2,
 }
-
-const zeroMask = (mask: Buffer): void => {
-  mask.fill(0);
-};
 
 export class UpstreamLink {
   readonly cluster: string;
@@ -209,21 +204,17 @@ export class UpstreamLink {
   /** A WebSocket of this link's own. */
   private dial(): SessionSocket {
     const o = this.opts;
-    // ws hands its options to tls.connect, which sends `servername` as SNI and checks the
-    // certificate against it instead of the URL's host (@types/ws does not declare it).
-    const options: WebSocket.ClientOptions & { servername?: string } = {
-      headers: bearerHeader(o.secret),
-      perMessageDeflate: false,
-      skipUTF8Validation: true,
-      maxPayload: o.maxPayloadBytes * 4 + HEADER_BYTES,
-      handshakeTimeout: o.connectTimeoutMs,
-      ...(o.caPem ? { ca: o.caPem } : {}),
-      ...(o.serverName ? { servername: o.serverName } : {}),
-      ...(o.unmasked ? { generateMask: zeroMask } : {}),
-    };
-    const ws = new WebSocket(o.url, options);
-    ws.binaryType = "nodebuffer";
-    return new WsSessionSocket(ws);
+    return new WsSessionSocket(
+      dialUpstream({
+        url: o.url,
+        secret: o.secret,
+        caPem: o.caPem,
+        serverName: o.serverName,
+        maxPayload: o.maxPayloadBytes * 4 + HEADER_BYTES,
+        connectTimeoutMs: o.connectTimeoutMs,
+        unmasked: o.unmasked,
+      }),
+    );
   }
 
   private helloAcked(data: Buffer): void {
