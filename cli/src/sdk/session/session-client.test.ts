@@ -412,11 +412,19 @@ describe("SessionClient", () => {
       remoteCode: "SWITCHYARD_CONNECT_FAILED",
     });
     const s = await c.connectTcp("db", 5432);
-    s.on("error", () => {}); // closing the client fails the stream
+    const errors: Error[] = [];
+    s.on("error", (e) => errors.push(e));
     const echoed = new Promise<Buffer>((r) => s.once("data", r));
     s.write("hi");
     expect((await echoed).toString()).toBe("echo hi");
     expect(s.id).toBeGreaterThan(0);
+    // Closing the client on purpose ends the stream without an error event (a program with
+    // no 'error' listener must not crash); a dropped connection does fail it.
+    const closed = new Promise<void>((r) => s.once("close", () => r()));
+    c.close();
+    await closed;
+    expect(s.destroyed).toBe(true);
+    expect(errors).toEqual([]);
   });
 
   it("streams a fast local socket in frames of up to 256 KiB, writers held by a full send buffer going on once it flushed", async () => {

@@ -384,7 +384,7 @@ export class SessionClient extends EventEmitter<SessionClientEvents> implements 
 
   #failInFlight(err: CliError): void {
     this.#pending.failAll(err);
-    this.#streams.failAll(err);
+    this.#streams.failAll(err, err.code === CliErrorCode.CLOSED);
     this.#conn.releaseWriters();
   }
 

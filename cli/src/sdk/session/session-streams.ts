@@ -149,9 +149,14 @@ export class SessionStreams {
     }
   }
 
-  /** Fails every stream: their far ends were tied to a router connection that is gone. */
-  failAll(err: Error): void {
-    for (const s of [...this.#tcp.values()]) s.destroy(err);
+  /**
+   * Fails every stream: their far ends were tied to a router connection that is gone. When
+   * the owner closed the session itself (`closedByOwner`), outgoing TCP streams are destroyed
+   * without an error, as `Http2Session.destroy()` does: they emit 'close', not an 'error' that
+   * would crash a program that closed its session with a stream still open.
+   */
+  failAll(err: Error, closedByOwner = false): void {
+    for (const s of [...this.#tcp.values()]) s.destroy(closedByOwner ? undefined : err);
     for (const u of [...this.#udp.values()]) u.remoteClose(err.message);
     for (const c of [...this.#incoming.values()]) c.destroy();
     for (const r of [...this.#http.values()]) r.remoteClose(err.message);
