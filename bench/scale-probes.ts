@@ -1,7 +1,7 @@
 // What the scale benchmark reads from outside the stack's processes: their memory (VmRSS from
-// /proc), the Primary routers' tables (one poller per router on /debug/routes, so many
-// sessions waiting for their route cost one request at a time per router), and everything a
-// deleted session could leave behind (objects on every API server, agents, routes, processes).
+// /proc), when the Primary routers applied each session's route (their per-session debug
+// view), and everything a deleted session could leave behind (objects on every API server,
+// agents, routes, processes).
 import { readFileSync, readdirSync, existsSync } from "node:fs";
 import { join } from "node:path";
 import { CoreV1Api } from "@kubernetes/client-node";
@@ -69,118 +69,64 @@ export async function debugRoutes(adminUrl: string): Promise<DebugRoutes> {
   return (await res.json()) as DebugRoutes;
 }
 
-/**
- * Whether /debug/routes' JSON lists `id` READY with at least `upstreams` upstreams: its entry
- * runs from its sessionId to the next one (routing-table.ts `redacted()`: each upstream
- * names its "cluster").
- */
-function listedReady(table: string, id: string, upstreams: number): boolean {
-  const at = table.indexOf(`"sessionId":${JSON.stringify(id)}`);
-  if (at < 0) return false;
-  const end = table.indexOf('"sessionId":', at + 1);
-  const entry = table.slice(at, end < 0 ? undefined : end);
-  return entry.includes('"state":"READY"') && entry.split('"cluster":').length - 1 >= upstreams;
+interface OneRoute {
+  sessions: Array<{ state: string; changedAt: string; upstreams: unknown[] }>;
 }
 
 /**
- * While some session waits for its route, polls every router's /debug/routes back to back
- * (one request in flight per router; idle otherwise, so the routers and this process are
- * not kept busy) and records when each session was first seen listed READY with
- * `upstreams` upstreams. `until` resolves with the time (performance.now()) it was listed on
- * every router. Like polling after Ready (bench/sessions.ts), a route already there is seen
- * one poll after Ready at the latest.
+ * When each router applied a session's route (Unix ms), read from its per-session view
+ * (`/debug/routes?session=`: `changedAt`, stamped by the router as it applies the entry), so
+ * the figure does not depend on how often or how late it is read. A session that is not yet
+ * listed READY with `upstreams` upstreams is read again after 10, 20, 40 … 200 ms; most are
+ * there at the first read (the Primary publishes a route before its Ready status write). The
+ * stack runs on this machine, so the routers' clock is this process's.
  */
 export class RouteWatch {
-  readonly #seen: Map<string, number>[];
-  readonly #waiters = new Map<string, Array<(t: number) => void>>();
-  #wake: Array<() => void> = [];
-  #stopped = false;
-  readonly #loops: Promise<void>[];
-  /** Duration of each poll (request + parse), ms: the resolution of what is recorded. */
+  /** Duration of each read (request + parse), ms. */
   readonly pollMs: number[] = [];
+  /** Reads per session until it was listed on every router. */
+  readonly reads: number[] = [];
   errors = 0;
+  #stopped = false;
 
   constructor(
     readonly adminUrls: string[],
     readonly upstreams: number,
-  ) {
-    this.#seen = adminUrls.map(() => new Map());
-    this.#loops = adminUrls.map((u, i) => this.#loop(u, this.#seen[i]!));
-  }
+  ) {}
 
-  async #loop(url: string, seen: Map<string, number>): Promise<void> {
-    while (!this.#stopped) {
-      if (this.#waiters.size === 0) {
-        await new Promise<void>((r) => this.#wake.push(r));
-        continue;
-      }
+  async #appliedAt(url: string, id: string, deadline: number): Promise<{ at: number; reads: number }> {
+    for (let reads = 1, wait = 10; ; reads++, wait = Math.min(200, wait * 2)) {
+      if (this.#stopped) throw new Error(`stopped before ${id} was listed on ${url}`);
       const t0 = performance.now();
-      let table: string;
       try {
-        const res = await fetch(`${url}/debug/routes`);
-        table = await res.text();
+        const res = await fetch(`${url}/debug/routes?session=${encodeURIComponent(id)}`);
+        const body =
+          res.status === 200 ? ((await res.json()) as OneRoute) : (await res.arrayBuffer(), undefined);
+        this.pollMs.push(performance.now() - t0);
+        const entry = body?.sessions[0];
+        if (entry && entry.state === "READY" && entry.upstreams.length >= this.upstreams)
+          return { at: Date.parse(entry.changedAt), reads };
       } catch {
         this.errors++;
-        await new Promise((r) => setTimeout(r, 50));
-        continue;
       }
-      const t = performance.now();
-      this.pollMs.push(t - t0);
-      // Only the sessions waited for are looked up (the table is large; parsing all of it
-      // each time would cost this process more than the lookups).
-      for (const id of [...this.#waiters.keys()]) {
-        if (seen.has(id) || !listedReady(table, id, this.upstreams)) continue;
-        seen.set(id, t);
-        this.#settle(id);
-      }
+      if (Date.now() > deadline) throw new Error(`${id} not listed READY on ${url} in time`);
+      await new Promise((r) => setTimeout(r, wait));
     }
   }
 
-  #wakeAll(): void {
-    for (const w of this.#wake.splice(0)) w();
+  /**
+   * When `id` was applied READY on every router (Unix ms: the latest router's `changedAt`);
+   * rejects after `timeoutMs`.
+   */
+  async until(id: string, timeoutMs = 30_000): Promise<number> {
+    const deadline = Date.now() + timeoutMs;
+    const seen = await Promise.all(this.adminUrls.map((u) => this.#appliedAt(u, id, deadline)));
+    this.reads.push(Math.max(...seen.map((s) => s.reads)));
+    return Math.max(...seen.map((s) => s.at));
   }
 
-  #onAll(id: string): number | undefined {
-    let last = 0;
-    for (const s of this.#seen) {
-      const t = s.get(id);
-      if (t === undefined) return undefined;
-      last = Math.max(last, t);
-    }
-    return last;
-  }
-
-  #settle(id: string): void {
-    const t = this.#onAll(id);
-    if (t === undefined) return;
-    for (const w of this.#waiters.get(id) ?? []) w(t);
-    this.#waiters.delete(id);
-  }
-
-  /** When `id` was listed on every router (it may already be); rejects after `timeoutMs`. */
-  until(id: string, timeoutMs = 30_000): Promise<number> {
-    const t = this.#onAll(id);
-    if (t !== undefined) return Promise.resolve(t);
-    return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => {
-        const rest = (this.#waiters.get(id) ?? []).filter((w) => w !== done);
-        if (rest.length > 0) this.#waiters.set(id, rest);
-        else this.#waiters.delete(id);
-        reject(new Error(`${id} not listed READY on every Primary router within ${timeoutMs} ms`));
-      }, timeoutMs);
-      const done = (at: number) => {
-        clearTimeout(timer);
-        resolve(at);
-      };
-      this.#waiters.set(id, [...(this.#waiters.get(id) ?? []), done]);
-      this.#wakeAll();
-    });
-  }
-
-  async stop(): Promise<void> {
+  stop(): void {
     this.#stopped = true;
-    this.#wakeAll();
-    await Promise.allSettled(this.#loops);
   }
 }
 

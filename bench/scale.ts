@@ -3,9 +3,9 @@
 //   1. --sessions MultiClusterSessions on deployment/demo, created as the CLI does
 //      (KubeSessions.create + waitReady with the developer's kubeconfig), --concurrency at a
 //      time, until each is Ready. They share the target: one agent per cluster serves them all;
-//   2. Ready → listed READY (both clusters' upstreams) on every Primary router (RouteWatch
-//      polls /debug/routes), reported for the sessions made Ready while at least half of
-//      them already were; create → Ready for all;
+//   2. Ready (seen by the SDK's watch) → applied READY with both clusters' upstreams on every
+//      Primary router (RouteWatch reads each router's own time of applying it), reported for
+//      the sessions made Ready while at least half of them already were; create → Ready for all;
 //   3. VmRSS of the control planes and routers before the first session and once all are Ready;
 //   4. traffic on --sample sessions through the Primary routers (scale-traffic.ts);
 //   5. every session deleted, then what is left (scale-probes.ts `leftovers`) polled until it
@@ -20,6 +20,7 @@ import { startEmbeddedStack, type EmbeddedStack } from "../test/env/embedded-sta
 import { killChildren, sweepOrphans } from "../test/env/processes.js";
 import { shutdownOnSignals } from "../test/env/signal-shutdown.js";
 import { eventually } from "../test/support/poll.js";
+import { apiRequests, requestsPer } from "./api-requests.js";
 import { cpuDelta, cpuSnapshot, descendants } from "./cpu-support.js";
 import { requireWholeNumbers } from "./pod-stack-run.js";
 import {
@@ -120,6 +121,7 @@ async function fill(
             created.push(c);
             await kube.waitReady(h, { timeoutMs: o.readyTimeoutMs }, op.spec.clusterName);
             const readyAt = performance.now();
+            const readyWall = Date.now();
             const rec = c;
             rec.createToReadyMs = readyAt - start;
             rec.liveAtReady = ready++;
@@ -128,7 +130,7 @@ async function fill(
             if (rec.liveAtReady < half) continue;
             routed.push(
               watch.until(sessionKey(NAMESPACE, h.id)).then(
-                (t) => void (rec.readyToRoutersMs = t - readyAt),
+                (t) => void (rec.readyToRoutersMs = t - readyWall),
                 (err: Error) => void (rec.error = err.message),
               ),
             );
@@ -165,20 +167,27 @@ async function measure(stack: EmbeddedStack, o: ScaleBenchOptions, track: (s: St
   console.log(`creating ${o.sessions} sessions on ${TARGET}, ${o.concurrency} at a time`);
   const primaryMetrics = controlPlaneMetricsUrl(stack, "primary");
   const push0 = await pushLatencyBuckets(primaryMetrics);
+  const clusters = ["primary", ...Object.keys(stack.workloads)];
+  const api0 = await Promise.all(clusters.map((c) => apiRequests(stack.set.get(c).kubeConfig())));
   const cpu0 = cpuSnapshot();
   let pushHalf = push0;
   const f = await fill(stack, o, watch, children, async () => {
     pushHalf = await pushLatencyBuckets(primaryMetrics);
   });
   const fillCpu = cpuDelta(cpu0, cpuSnapshot(), 8);
+  const api1 = await Promise.all(clusters.map((c) => apiRequests(stack.set.get(c).kubeConfig())));
+  // Every API call is API-server and etcd CPU: the calls each created session cost, per cluster.
+  const apiPerSession = Object.fromEntries(
+    clusters.map((c, i) => [c, requestsPer(api0[i]!, api1[i]!, f.created.length)]),
+  );
   const pushEnd = await pushLatencyBuckets(primaryMetrics);
   // The Primary's own figure for its share (route change published → each router's ACK):
-  // in the first half no one polls the routers, in the second half RouteWatch does.
+  // in the first half no one reads the routers, in the second half RouteWatch does.
   const push = {
     firstHalf: pushLatencyBetween(push0, pushHalf),
     secondHalf: pushLatencyBetween(pushHalf, pushEnd),
   };
-  await watch.stop();
+  watch.stop();
   children.stop();
   await sleep(2000);
   const rssAfter = rssOf(pids);
@@ -200,8 +209,9 @@ async function measure(stack: EmbeddedStack, o: ScaleBenchOptions, track: (s: St
       min: Math.min(...loaded.map((c) => c.liveAtReady!)),
       max: Math.max(...loaded.map((c) => c.liveAtReady!)),
     },
-    listedBeforeReadySeen: loaded.filter((c) => c.readyToRoutersMs! < 0).length,
-    pollMs: dist(watch.pollMs),
+    appliedBeforeReadySeen: loaded.filter((c) => c.readyToRoutersMs! < 0).length,
+    readMs: dist(watch.pollMs),
+    readsPerSession: dist(watch.reads),
     primaryPushToAck: push,
   };
   const createToReady = dist(readyOnes.map((c) => c.createToReadyMs!));
@@ -236,6 +246,7 @@ async function measure(stack: EmbeddedStack, o: ScaleBenchOptions, track: (s: St
     })),
   );
   console.log("CPU seconds while creating:", fillCpu);
+  console.log("API requests per created session, by cluster:", apiPerSession);
 
   const n = Math.min(o.sample, readyOnes.length);
   const sample = Array.from({ length: n }, (_, i) => readyOnes[Math.floor((i * readyOnes.length) / n)]!.h);
@@ -293,6 +304,7 @@ async function measure(stack: EmbeddedStack, o: ScaleBenchOptions, track: (s: St
     readyToRoutersMs: readyToRouters,
     rssKiB: { before: rssBefore, after: rssAfter, afterDelete: rssDeleted, perSession: perSessionKiB },
     cpuSeconds: { creating: fillCpu, deleting: deleteCpu },
+    apiRequestsPerSession: apiPerSession,
     traffic,
     delete: {
       callsMs: round(deleteCallsMs),

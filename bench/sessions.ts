@@ -2,7 +2,8 @@
 // API servers, the Helm chart, control planes, routers and process agents):
 //   1. create -> status.phase Ready as the CLI sees it (KubeSessions.create + waitReady with
 //      the developer's kubeconfig): the first session (process agents start) and later ones;
-//   2. Ready -> the session present in /debug/routes of every Primary router (its admin port, polled);
+//   2. Ready -> the session applied READY on every Primary router (each router's own time of
+//      applying it, from /debug/routes?session= on its admin port: scale-probes.ts RouteWatch);
 //   3. push cost versus table size (route-push-support.ts, no stack needed);
 //   4. RSS of the Primary control-plane process before/after M extra sessions (and at half-way).
 // Numbers only; nothing here asserts speed.
@@ -17,6 +18,7 @@ import { readOperator } from "../cli/src/sdk/kube/operator-info.js";
 import { startEmbeddedStack, type EmbeddedStack } from "../test/env/embedded-stack.js";
 import { eventually } from "../test/support/poll.js";
 import { measurePushCost } from "./route-push-support.js";
+import { RouteWatch } from "./scale-probes.js";
 import { round, summary, writeResult } from "./stats-support.js";
 
 export interface SessionsBenchOptions {
@@ -73,20 +75,13 @@ function primaryControlPlanePid(): number {
   return mine[0]!;
 }
 
-/** Polls every Primary router's /debug/routes (on its admin port) until each lists the session; ms taken. */
-async function untilOnAllRouters(adminUrls: string[], id: string, timeoutMs = 30_000): Promise<number> {
-  const t0 = performance.now();
-  await Promise.all(
-    adminUrls.map((b) =>
-      // No pause between polls: the time to the routers is what is measured.
-      eventually(
-        `${id} on router ${b}`,
-        async () => (await (await fetch(`${b}/debug/routes`)).text()).includes(`"${id}"`),
-        { timeoutMs, intervalMs: 0 },
-      ),
-    ),
-  );
-  return performance.now() - t0;
+/**
+ * Ready → applied on every Primary router, ms (0 when the routers had it before the SDK saw
+ * Ready): each router's own time of applying the route (scale-probes.ts RouteWatch).
+ */
+async function toAllRouters(stack: EmbeddedStack, id: string, readyWall: number): Promise<number> {
+  const watch = new RouteWatch(stack.primaryRouterAdminUrls, Object.keys(stack.workloads).length);
+  return Math.max(0, (await watch.until(id)) - readyWall);
 }
 
 async function openOne(
@@ -104,7 +99,7 @@ async function openOne(
     },
     op.spec.clusterName,
   );
-  return { h, ms: performance.now() - t0 };
+  return { h, ms: performance.now() - t0, readyWall: Date.now() };
 }
 
 async function operatorReady(kc: ReturnType<EmbeddedStack["developer"]["kubeConfig"]>) {
@@ -129,10 +124,7 @@ async function stackPart(stack: EmbeddedStack, o: SessionsBenchOptions) {
 
   const first = await openOne(kube, op);
   handles.push(first.h);
-  const firstToRouters = await untilOnAllRouters(
-    stack.primaryRouterAdminUrls,
-    sessionKey(NAMESPACE, first.h.id),
-  );
+  const firstToRouters = await toAllRouters(stack, sessionKey(NAMESPACE, first.h.id), first.readyWall);
   console.log(
     `first session: create -> Ready ${first.ms.toFixed(1)} ms, Ready -> routers ${firstToRouters.toFixed(1)} ms`,
   );
@@ -143,7 +135,7 @@ async function stackPart(stack: EmbeddedStack, o: SessionsBenchOptions) {
     const s = await openOne(kube, op);
     handles.push(s.h);
     ready.push(s.ms);
-    toRouters.push(await untilOnAllRouters(stack.primaryRouterAdminUrls, sessionKey(NAMESPACE, s.h.id)));
+    toRouters.push(await toAllRouters(stack, sessionKey(NAMESPACE, s.h.id), s.readyWall));
   }
   console.log("later sessions create -> Ready:", summary(ready));
   console.log("Ready -> all Primary routers:", summary(toRouters));

@@ -46,10 +46,11 @@ import {
   type ReconcileResult,
   type TerminalReconcileError,
 } from "../runtime/index.js";
-import type { AgentEndpoint, AgentProvisioner } from "./agent-provisioner.js";
-import { AgentSecretStore } from "./agent-secret-store.js";
+import type { AgentEndpoint, AgentProvisioner, EnsureAgentsResult } from "./agent-provisioner.js";
+import { EnsuredTargets } from "./ensured-targets.js";
+import { AgentSecretStore, type AgentSecret } from "./agent-secret-store.js";
 import { TargetLocks } from "./target-locks.js";
-import { resolveTarget, targetId, type TargetSource } from "./target-resolver.js";
+import { resolveTarget, targetId, type ResolvedTarget, type TargetSource } from "./target-resolver.js";
 
 /** Finalizer the member puts on every ClusterSession it serves. */
 export const MEMBER_FINALIZER = `${GROUP}/member-cleanup`;
@@ -89,6 +90,11 @@ export interface ClusterSessionReconcilerOptions {
    * none, every deletion LISTs the namespace).
    */
   cachedSessions?: (namespace: string) => readonly ClusterSession[];
+  /**
+   * How long a target's ensured agents and secret stand for the next sessions on it, ms
+   * (default 5 000; 0 checks every time): ensured-targets.ts.
+   */
+  ensuredFreshMs?: number;
   logger?: Logger;
   /** Clock, for tests (default Date.now). */
   now?: () => number;
@@ -98,6 +104,7 @@ export class ClusterSessionReconciler implements Reconciler {
   readonly #client;
   readonly #secrets: AgentSecretStore;
   readonly #locks = new TargetLocks();
+  readonly #ensured: EnsuredTargets;
   readonly #allow: SessionAllowList;
   readonly #o: ClusterSessionReconcilerOptions;
   readonly #endpoint: string;
@@ -128,8 +135,14 @@ export class ClusterSessionReconciler implements Reconciler {
     this.#client = clusterSessionClient(options.kubeConfig);
     this.#secrets = new AgentSecretStore(options.kubeConfig, options.secretNamespace);
     this.#now = options.now ?? Date.now;
+    this.#ensured = new EnsuredTargets(options.ensuredFreshMs, this.#now);
     this.#recheckMs = recheck;
     this.#logger = options.logger;
+  }
+
+  /** An agent of target `id` stopped on its own: the next reconcile checks its agents again. */
+  forgetTarget(id: string): void {
+    this.#ensured.forget(id);
   }
 
   /** The gateway URL of session `namespace`/`name` (the Primary's routers dial it). */
@@ -189,21 +202,11 @@ export class ClusterSessionReconciler implements Reconciler {
       return { requeueAfterMs: untilExpiry };
     }
     const resolved = resolution.resolved;
-    const { agents, waiting, recheckAfterMs, secret } = await this.#locks.with(resolved.id, async () => {
-      const secret = await this.#secrets
-        .ensure(ref.namespace, resolved.id)
-        .catch((err: unknown) =>
-          Promise.reject(withContext(`failed to read or create the agent secret of ${resolved.id}`, err)),
-        );
-      const out = await this.#o.provisioner
-        .ensure({ resolved, secretHash: secret.hash, signal })
-        .catch((err: unknown) =>
-          Promise.reject(
-            withContext(`failed to provision ${this.#o.provisioner.mode} agents for ${resolved.id}`, err),
-          ),
-        );
-      return { ...out, secret };
-    });
+    const { agents, waiting, recheckAfterMs, secret } = await this.#ensureAgents(
+      ref.namespace,
+      resolved,
+      signal,
+    );
     // Not servable yet: routers hold clients ("retry") until the table says READY.
     const creating = () =>
       this.#o.routes.upsert(
@@ -271,6 +274,36 @@ export class ClusterSessionReconciler implements Reconciler {
     return { requeueAfterMs: Math.min(untilExpiry, recheckAfterMs ?? untilExpiry) };
   }
 
+  /**
+   * The target's agent secret and agents, under the target's lock: made sure of (a Secret
+   * read, the provisioner's checks), or a fresh earlier result for the same ready pods.
+   */
+  #ensureAgents(
+    namespace: string,
+    resolved: ResolvedTarget,
+    signal: AbortSignal,
+  ): Promise<EnsureAgentsResult & { secret: AgentSecret }> {
+    return this.#locks.with(resolved.id, async () => {
+      const known = this.#ensured.get(resolved.id, resolved.readyPods);
+      if (known) return known;
+      const secret = await this.#secrets
+        .ensure(namespace, resolved.id)
+        .catch((err: unknown) =>
+          Promise.reject(withContext(`failed to read or create the agent secret of ${resolved.id}`, err)),
+        );
+      const out = await this.#o.provisioner
+        .ensure({ resolved, secretHash: secret.hash, signal })
+        .catch((err: unknown) =>
+          Promise.reject(
+            withContext(`failed to provision ${this.#o.provisioner.mode} agents for ${resolved.id}`, err),
+          ),
+        );
+      if (out.agents.length > 0 && !out.waiting && out.recheckAfterMs === undefined)
+        this.#ensured.set(resolved.id, resolved.readyPods, { secret, agents: out.agents });
+      return { ...out, secret };
+    });
+  }
+
   /** A failure retrying cannot fix (e.g. a sidecar for a bare pod): Failed, with the reason. */
   async onTerminalError(key: ObjectKey, error: TerminalReconcileError): Promise<void> {
     const session = await this.#client.get({ namespace: key.namespace!, name: key.name });
@@ -313,6 +346,7 @@ export class ClusterSessionReconciler implements Reconciler {
     // and only the last one releases the agents — once.
     await this.#locks.with(id, async () => {
       if (!(await this.#othersOnTarget(ref, target))) {
+        this.#ensured.forget(id);
         try {
           await this.#o.provisioner.release(
             { namespace: ref.namespace, id, kind: target.kind, name: target.name },

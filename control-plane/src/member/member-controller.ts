@@ -174,6 +174,7 @@ export class MemberController {
     try {
       // An agent that dies on its own is replaced now, not at the next resync.
       this.#o.provisioner.watch?.((id) => {
+        this.reconciler.forgetTarget(id);
         for (const key of this.#sessionsForTarget(id)) controller.enqueue(key);
       }, signal);
       await controller.start(signal);

@@ -122,7 +122,7 @@ export class RouteDiscoveryMetrics {
     this.pushLatency = new Histogram({
       name: "switchyard_route_discovery_push_latency_seconds",
       help: "From a routing change being published to the router's ACK of a push carrying it.",
-      buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+      buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.25, 0.35, 0.5, 1, 2.5, 5, 10],
       registers: [registry],
     });
   }

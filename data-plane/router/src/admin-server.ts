@@ -1,8 +1,8 @@
 // The router's admin listener: /metrics (Prometheus), /healthz, /readyz and the debug views
-// /debug/routes (the routing table redacted, plus the attached sessions) and /debug/memory,
-// on a plain-HTTP port of its own (--admin-listen, loopback unless told otherwise). They are
-// not on the session port: session ids, upstream URLs and pod addresses are for operators
-// and Prometheus, not for whoever reaches the routers' Service.
+// /debug/routes (the routing table redacted, plus the attached sessions; ?session=<id> for
+// one) and /debug/memory, on a plain-HTTP port of its own (--admin-listen, loopback unless
+// told otherwise). They are not on the session port: session ids, upstream URLs and pod
+// addresses are for operators and Prometheus, not for whoever reaches the routers' Service.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { Logger } from "pino";
@@ -63,7 +63,8 @@ export class AdminServer {
   }
 
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const path = (req.url ?? "").split("?")[0];
+    const url = new URL(req.url ?? "/", "http://admin");
+    const path = url.pathname;
     const { metrics, table, sessions } = this.view;
     try {
       switch (path) {
@@ -75,12 +76,19 @@ export class AdminServer {
           return text(res, 200, "ok\n");
         case "/readyz":
           return table.loaded ? text(res, 200, "ok\n") : text(res, 503, "no routing table yet\n");
-        case "/debug/routes":
-          return json(res, 200, debugRoutes(table, sessions));
+        case "/debug/routes": {
+          // ?session=<id>: that session only (a large table costs a poller and the router).
+          const id = url.searchParams.get("session") ?? undefined;
+          if (id !== undefined && !table.get(id))
+            return json(res, 404, {
+              code: ErrorCode.NOT_FOUND,
+              message: `session ${JSON.stringify(id.slice(0, 320))} is not in this router's table (version ${JSON.stringify(table.version)}); /debug/routes lists them all`,
+            });
+          return json(res, 200, debugRoutes(table, sessions, id));
+        }
         case "/debug/memory": {
           // ?gc=1 with --expose-gc: collect first, so benchmarks read live heap, not garbage.
-          if (new URL(req.url ?? "/", "http://x").searchParams.get("gc") === "1")
-            (globalThis as { gc?: () => void }).gc?.();
+          if (url.searchParams.get("gc") === "1") (globalThis as { gc?: () => void }).gc?.();
           return json(res, 200, {
             ...process.memoryUsage(),
             cpu: process.cpuUsage(),
@@ -100,11 +108,16 @@ export class AdminServer {
   }
 }
 
-/** The table (secrets and hashes redacted) and what each attached session's links are doing. */
-function debugRoutes(table: RoutingTable, sessions: SessionRegistry): unknown {
+/**
+ * The table (secrets and hashes redacted) and what each attached session's links are doing;
+ * `sessionId`'s only when given.
+ */
+function debugRoutes(table: RoutingTable, sessions: SessionRegistry, sessionId?: string): unknown {
+  const one = sessionId === undefined ? undefined : sessions.get(sessionId);
+  const attached = sessionId === undefined ? [...sessions.values()] : one ? [one] : [];
   return {
-    ...table.redacted(),
-    attached: [...sessions.values()].map((s) => ({
+    ...table.redacted(sessionId),
+    attached: attached.map((s) => ({
       sessionId: s.id,
       connections: s.connectionCount,
       clientBufferedBytes: s.clientBufferedBytes,

@@ -83,6 +83,23 @@ describe("the admin port", () => {
     expect((await fetch(`${adminBase}/v1/sessions/${SESSION}`)).status).toBe(404);
   });
 
+  it("answers /debug/routes?session= with that session only, and when this router applied it", async () => {
+    const one = (await (await fetch(`${adminBase}/debug/routes?session=${SESSION}`)).json()) as {
+      sessions: Array<{ sessionId: string; changedAt: string }>;
+      attached: unknown[];
+    };
+    expect(one.sessions.map((s) => s.sessionId)).toEqual([SESSION]);
+    expect(one.attached).toEqual([]);
+    const at = Date.parse(one.sessions[0]!.changedAt);
+    expect(Date.now() - at).toBeGreaterThanOrEqual(0);
+    expect(Date.now() - at).toBeLessThan(60_000);
+    const missing = await fetch(`${adminBase}/debug/routes?session=nope`);
+    expect(missing.status).toBe(404);
+    expect(((await missing.json()) as { message: string }).message).toMatch(
+      /session "nope" is not in this router's table/,
+    );
+  });
+
   it("binds loopback by default and names --admin-listen when its port is taken", async () => {
     const taken: Server = createServer();
     await new Promise<void>((r) => taken.listen(0, "127.0.0.1", r));

@@ -127,6 +127,22 @@ describe("RoutingTable", () => {
     expect(JSON.stringify(t.redacted())).toContain('"serverName":"agent.example.com"');
   });
 
+  it("says when it applied each entry as it is: a resync that changes nothing keeps the time", async () => {
+    const t = new RoutingTable();
+    const changedAt = (id: string) =>
+      Date.parse((t.redacted(id).sessions[0] as { changedAt: string }).changedAt);
+    t.apply({ fullResync: true, upserts: [route("a"), route("b")], removes: [], version: "1" });
+    const a1 = changedAt("a");
+    await new Promise((r) => setTimeout(r, 5));
+    const moved = route("b", [{ cluster: "west", url: "ws://127.0.0.1:2/x", secret: "s", isDefault: true }]);
+    t.apply({ fullResync: true, upserts: [route("a"), moved], removes: [], version: "2" });
+    expect(changedAt("a")).toBe(a1);
+    expect(changedAt("b")).toBeGreaterThan(a1);
+    expect(t.redacted("b").sessions).toHaveLength(1);
+    expect(t.redacted("c").sessions).toEqual([]);
+    expect(t.redacted().sessions).toHaveLength(2);
+  });
+
   it("redacts secrets and hashes", () => {
     const t = new RoutingTable();
     t.apply({

@@ -92,6 +92,8 @@ export function sameRoute(a: SessionRoute, b: SessionRoute): boolean {
 
 export class RoutingTable implements RouteSink {
   private routes = new Map<string, SessionRoute>();
+  /** Unix ms at which each session's current route was applied (debug views, benchmarks). */
+  private changedAt = new Map<string, number>();
   private listeners = new Set<(change: RouteChange) => void>();
   private _version = "";
   private _loaded = false;
@@ -148,10 +150,13 @@ export class RoutingTable implements RouteSink {
     }
     for (const [id, route] of next) if (!this.routes.has(id)) change.upserted.push(route);
 
+    const now = Date.now();
+    for (const id of change.removed) this.changedAt.delete(id);
+    for (const r of change.upserted) this.changedAt.set(r.sessionId, now);
     this.routes = next;
     this._version = delta.version;
     this._loaded = true;
-    this._updatedAt = Date.now();
+    this._updatedAt = now;
     if (change.upserted.length > 0 || change.removed.length > 0) for (const l of this.listeners) l(change);
   }
 
@@ -160,14 +165,22 @@ export class RoutingTable implements RouteSink {
     return () => this.listeners.delete(listener);
   }
 
-  /** The table with secrets and hashes redacted, for /debug/routes. */
-  redacted(): { version: string; loaded: boolean; sessions: unknown[] } {
+  /**
+   * The table with secrets and hashes redacted, for /debug/routes; only `sessionId`'s entry
+   * (none when absent) when given. `changedAt` is when this router applied the entry as it is.
+   */
+  redacted(sessionId?: string): { version: string; loaded: boolean; sessions: unknown[] } {
+    const routes =
+      sessionId === undefined
+        ? [...this.routes.values()]
+        : [this.routes.get(sessionId)].filter((r) => r !== undefined);
     return {
       version: this._version,
       loaded: this._loaded,
-      sessions: [...this.routes.values()].map((r) => ({
+      sessions: routes.map((r) => ({
         sessionId: r.sessionId,
         state: SessionState[r.state] ?? String(r.state),
+        changedAt: new Date(this.changedAt.get(r.sessionId) ?? this._updatedAt).toISOString(),
         clientKeyHash: "<redacted>",
         upstreams: r.upstreams.map((u) => ({
           cluster: u.cluster,

@@ -28,6 +28,7 @@ import {
   MEMBER_FINALIZER,
   ORIGINAL_TEMPLATE_ANNOTATION,
   ProcessAgentProvisioner,
+  type AgentProvisioner,
   SidecarAgentProvisioner,
 } from "../../../control-plane/src/member/index.js";
 import type { ControllerMetrics } from "../../../control-plane/src/runtime/index.js";
@@ -314,6 +315,58 @@ describe("member mode with process agents", () => {
       expect(provisioner.records()).toEqual([]);
       expect(m.routes.get(key(child))).toBeUndefined();
     } finally {
+      await m.stop();
+      await provisioner.stopAll();
+    }
+  });
+
+  it("makes sure of a target's agents once for a burst of sessions on it, and again when its agent dies", async () => {
+    const stateDir = tempDir("sy-member-burst-");
+    const provisioner = new ProcessAgentProvisioner({ kubeconfigPath, stateDir });
+    let ensures = 0;
+    const counting: AgentProvisioner = {
+      mode: provisioner.mode,
+      ensure: (input) => (ensures++, provisioner.ensure(input)),
+      release: (target) => provisioner.release(target),
+      watch: (onGone, signal) => provisioner.watch(onGone, signal),
+    };
+    const m = startMember(kc, counting);
+    const names = Array.from({ length: 12 }, (_, i) => `burst-${i}`);
+    try {
+      await createDeployment("burst");
+      await runPods(kc, NS, "app=burst", 1);
+      await Promise.all(names.map((n) => createSession(n, { target: "deployment/burst" })));
+      for (const n of names)
+        await eventually(`${n} Ready`, async () => (await get(n))?.status?.phase === "Ready");
+      // One ensure starts the agent; the sessions reconciled while it stands reuse it (a
+      // check per session would be 12 or more).
+      expect(ensures).toBeLessThan(names.length / 2);
+      const [record] = provisioner.records();
+      expect(provisioner.records()).toHaveLength(1);
+      // The agent dies: the result is forgotten at once and every route moves to a new agent.
+      const before = ensures;
+      process.kill(record!.pid, "SIGKILL");
+      const replacement = await eventually("a replacement agent", () => {
+        const r = provisioner.records()[0];
+        return r && r.pid !== record!.pid && r;
+      });
+      for (const n of names)
+        await eventually(
+          `${n} on the replacement agent`,
+          () =>
+            m.routes.get(key(n))?.upstreams[0]?.url ===
+            `ws://127.0.0.1:${replacement.port}/v1/sessions/${key(n)}`,
+        );
+      expect(ensures).toBeGreaterThan(before);
+    } finally {
+      await Promise.all(
+        names.map((n) =>
+          sessions()
+            .delete({ namespace: NS, name: n })
+            .catch(() => undefined),
+        ),
+      );
+      for (const n of names) await gone(n);
       await m.stop();
       await provisioner.stopAll();
     }
