@@ -40,6 +40,7 @@ import {
 } from "../allow-list/index.js";
 import type { RouteSnapshotCache } from "../route-discovery/index.js";
 import {
+  OwnWrites,
   withContext,
   type ObjectKey,
   type Reconciler,
@@ -105,6 +106,8 @@ export class ClusterSessionReconciler implements Reconciler {
   readonly #secrets: AgentSecretStore;
   readonly #locks = new TargetLocks();
   readonly #ensured: EnsuredTargets;
+  /** This reconciler's own writes to sessions, whose watch events need not wake it (own-writes.ts). */
+  readonly ownWrites = new OwnWrites();
   readonly #allow: SessionAllowList;
   readonly #o: ClusterSessionReconcilerOptions;
   readonly #endpoint: string;
@@ -132,7 +135,9 @@ export class ClusterSessionReconciler implements Reconciler {
     this.#allow = new SessionAllowList(options.allowList);
     this.#o = options;
     this.#endpoint = options.routerEndpoint.replace(/\/+$/, "");
-    this.#client = clusterSessionClient(options.kubeConfig);
+    this.#client = clusterSessionClient(options.kubeConfig, {
+      onWrite: (written) => this.ownWrites.record(written),
+    });
     this.#secrets = new AgentSecretStore(options.kubeConfig, options.secretNamespace);
     this.#now = options.now ?? Date.now;
     this.#ensured = new EnsuredTargets(options.ensuredFreshMs, this.#now);

@@ -166,7 +166,8 @@ export class MemberController {
       ...(this.#o.logger ? { logger: this.#o.logger } : {}),
       metrics: this.metrics,
     });
-    controller.watch(this.sessions);
+    // Its own writes' events do not wake it again: the pass that wrote went on from there.
+    controller.watch(this.sessions, { predicates: [this.reconciler.ownWrites.notOwn] });
     controller.watch(this.pods, { map: (pod) => this.#sessionsForPod(pod) });
     controller.watch(this.deployments, { map: (d) => this.#sessionsForWorkload("deployment", d) });
     controller.watch(this.statefulSets, { map: (s) => this.#sessionsForWorkload("statefulset", s) });

@@ -50,6 +50,10 @@ export class SessionController {
   get sessionMetrics() {
     return this.reconciler.metrics;
   }
+  /** Watch events of the reconciler's own writes that did not wake it again (own-writes.ts). */
+  get ownWriteEventsSkipped(): number {
+    return this.reconciler.ownWrites.skipped;
+  }
   private readonly log: Logger;
   private readonly resyncMs: number;
   private readonly topologyCheckMs: number;
@@ -93,7 +97,8 @@ export class SessionController {
         ...(logger ? { logger } : {}),
       },
     );
-    controller.watch(parents);
+    // Its own writes' events do not wake it again: the pass that wrote went on from there.
+    controller.watch(parents, { predicates: [this.reconciler.ownWrites.notOwn] });
     this.reconciler.metrics.setPhaseSource(() => parents.list().map((p) => p.status?.phase));
     this.reconciler.metrics.setRefusalSource(() => refusalReasons(parents.list()));
     const toParent = (child: ClusterSession): ObjectKey | undefined => {

@@ -33,6 +33,7 @@ import {
 } from "../allow-list/index.js";
 import type { RouteSnapshotCache } from "../route-discovery/index.js";
 import {
+  OwnWrites,
   TransientReconcileError,
   withContext,
   type ObjectKey,
@@ -88,6 +89,8 @@ export interface SessionReconcilerOptions {
 
 export class SessionReconciler implements Reconciler {
   readonly metrics: SessionMetrics;
+  /** This reconciler's own writes to parents, whose watch events need not wake it (own-writes.ts). */
+  readonly ownWrites = new OwnWrites();
   private readonly parents: ParentClient;
   private readonly secrets: ChildSecretStore;
   private readonly children: ChildSessions;
@@ -108,7 +111,9 @@ export class SessionReconciler implements Reconciler {
         ? {}
         : { childRenewIntervalMs: positive("childRenewIntervalMs", options.childRenewIntervalMs, 0) }),
     };
-    this.parents = multiClusterSessionClient(options.primaryKubeConfig);
+    this.parents = multiClusterSessionClient(options.primaryKubeConfig, {
+      onWrite: (written) => this.ownWrites.record(written),
+    });
     this.secrets = new ChildSecretStore(options.primaryKubeConfig);
     this.log = (options.logger ?? pino({ level: "silent" })).child({ component: "session-reconciler" });
     this.now = options.now ?? Date.now;

@@ -10,6 +10,7 @@ export type {
   WatchOptions,
 } from "./controller.js";
 export { ControllerMetrics } from "./controller-metrics.js";
+export { OwnWrites } from "./own-writes.js";
 export type { ReconcileOutcome } from "./controller-metrics.js";
 export { installCrds } from "./crd-installer.js";
 export type { InstallCrdsOptions } from "./crd-installer.js";

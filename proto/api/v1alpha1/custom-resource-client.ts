@@ -8,6 +8,7 @@ import {
   PatchStrategy,
   setHeaderOptions,
   type KubeConfig,
+  type KubernetesObject,
   type V1ObjectMeta,
 } from "@kubernetes/client-node";
 import type { Static, TSchema } from "@sinclair/typebox";
@@ -58,14 +59,20 @@ export class CustomResourceClient<Spec, Status> {
   readonly #api: CustomObjectsApi;
   readonly #def: CrdDefinition;
   readonly #fieldManager: string;
+  readonly #onWrite: ((written: KubernetesObject) => void) | undefined;
 
-  constructor(kc: KubeConfig, def: CrdDefinition, options: { fieldManager?: string } = {}) {
+  constructor(
+    kc: KubeConfig,
+    def: CrdDefinition,
+    options: { fieldManager?: string; onWrite?: (written: KubernetesObject) => void } = {},
+  ) {
     if (options.fieldManager !== undefined && !/^[\x21-\x7e]{1,128}$/.test(options.fieldManager)) {
       throw new RangeError("CustomResourceClient: fieldManager must be 1-128 printable ASCII characters");
     }
     this.#api = kc.makeApiClient(CustomObjectsApi);
     this.#def = def;
     this.#fieldManager = options.fieldManager ?? "switchyard-control-plane";
+    this.#onWrite = options.onWrite;
   }
 
   get kind(): string {
@@ -131,6 +138,7 @@ export class CustomResourceClient<Spec, Status> {
     const out = this.#namespaced
       ? await this.#api.patchNamespacedCustomObject({ ...base, namespace: this.#ns(ref) }, mergePatch)
       : await this.#api.patchClusterCustomObject(base, mergePatch);
+    if (options.resourceVersion !== undefined) this.#onWrite?.(out as KubernetesObject);
     return out as CustomResource<Spec, Status>;
   }
 
@@ -145,6 +153,7 @@ export class CustomResourceClient<Spec, Status> {
     const out = this.#namespaced
       ? await this.#api.patchNamespacedCustomObjectStatus({ ...base, namespace: this.#ns(ref) }, mergePatch)
       : await this.#api.patchClusterCustomObjectStatus(base, mergePatch);
+    if (options.resourceVersion !== undefined) this.#onWrite?.(out as KubernetesObject);
     return out as CustomResource<Spec, Status>;
   }
 

@@ -2,7 +2,7 @@
 // types, schemas, manifests, the condition setter and thin typed clients. Everything is
 // derived from the TypeBox definitions in the kind modules; the YAML under
 // charts/switchyard/crds is generated from the same. Everyone imports from here.
-import type { KubeConfig } from "@kubernetes/client-node";
+import type { KubeConfig, KubernetesObject } from "@kubernetes/client-node";
 import {
   mysqlBranchDatabaseCrd,
   pgBranchDatabaseCrd,
@@ -76,6 +76,11 @@ export type { Static } from "@sinclair/typebox";
 export interface ClientOptions {
   /** Field manager recorded on writes (default "switchyard-control-plane"). */
   fieldManager?: string;
+  /**
+   * Told what each patch made against a read resourceVersion (`MergePatchOptions.resourceVersion`)
+   * returned: a controller skips the watch event of its own write (control-plane/src/runtime/own-writes.ts).
+   */
+  onWrite?: (written: KubernetesObject) => void;
 }
 
 export function switchyardOperatorClient(kc: KubeConfig, options?: ClientOptions) {

@@ -341,6 +341,8 @@ describe("member mode with process agents", () => {
       // One ensure starts the agent; the sessions reconciled while it stands reuse it (a
       // check per session would be 12 or more).
       expect(ensures).toBeLessThan(names.length / 2);
+      // Nor did each session's own finalizer and status writes wake the reconciler again.
+      expect(m.member.reconciler.ownWrites.skipped).toBeGreaterThanOrEqual(names.length / 2);
       const [record] = provisioner.records();
       expect(provisioner.records()).toHaveLength(1);
       // The agent dies: the result is forgotten at once and every route moves to a new agent.

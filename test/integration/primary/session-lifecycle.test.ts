@@ -353,6 +353,8 @@ describe("primary-mode session lifecycle", () => {
     });
     const parent = await waitPhase(name, "Ready");
     expect(parent.metadata.finalizers).toContain(CHILDREN_FINALIZER);
+    // Its finalizer and status writes did not each wake the reconciler again.
+    expect(controller.ownWriteEventsSkipped).toBeGreaterThan(0);
     expect(condition(parent, "Ready")).toMatchObject({ status: "True", reason: "AllChildrenReady" });
     expect(condition(parent, "Degraded")?.status).toBe("False");
     expect(condition(parent, "Valid")?.status).toBe("True");
@@ -749,6 +751,24 @@ describe("primary-mode session lifecycle", () => {
       });
     await leftover("east", "primary");
     const foreign = await leftover("west", "other-primary");
+    // The earlier session's Secret is still there too (its owner gone): never reused.
+    await kcs.primary.makeApiClient(CoreV1Api).createNamespacedSecret({
+      namespace: APP_NS,
+      body: {
+        metadata: {
+          name: childSecretsName(name),
+          ownerReferences: [
+            {
+              apiVersion: "switchyard.dev/v1alpha1",
+              kind: "MultiClusterSession",
+              name,
+              uid: "00000000-0000-0000-0000-000000000000",
+            },
+          ],
+        },
+        stringData: { east: "an earlier session's secret", west: "an earlier session's secret" },
+      },
+    });
     await parents().create({
       metadata: { name, namespace: APP_NS },
       spec: { target: "deployment/web", clientKeyHash: CLIENT_KEY_HASH },
@@ -758,6 +778,7 @@ describe("primary-mode session lifecycle", () => {
       /already exists and belongs to Primary other-primary/,
     );
     const secrets = (await childSecrets(name))!;
+    expect(secrets.east).not.toBe("an earlier session's secret");
     await eventually("east child replaced", async () => {
       const east = await clusterSessionClient(kcs.east).get({ namespace: APP_NS, name: `${name}-east` });
       return east?.spec.clientKeyHash === sha256(secrets.east!);
