@@ -2,28 +2,16 @@
 // server's own /metrics (with the cluster's admin kubeconfig) before and after, summed by verb,
 // resource and subresource. The bench's own calls (its creates, deletes and watches) are in
 // the count too; they are the same for every design, so the differences are the stack's.
-import { request } from "node:https";
 import type { KubeConfig } from "@kubernetes/client-node";
+import { readApiText } from "../control-plane/src/member/workload-json.js";
 
 /** Request counts by "VERB resource[/subresource]". */
 export type RequestCounts = Map<string, number>;
 
 async function metricsText(kc: KubeConfig): Promise<string> {
-  const url = new URL("/metrics", kc.getCurrentCluster()!.server);
-  const options = { method: "GET", headers: { Accept: "text/plain" } } as Parameters<typeof request>[1];
-  await kc.applyToHTTPSOptions(options);
-  return new Promise((resolve, reject) => {
-    const req = request(url, options, (res) => {
-      let data = "";
-      res.setEncoding("utf8");
-      res.on("data", (chunk: string) => (data += chunk));
-      res.on("end", () =>
-        res.statusCode === 200 ? resolve(data) : reject(new Error(`${url} answered ${res.statusCode}`)),
-      );
-    });
-    req.on("error", reject);
-    req.end();
-  });
+  const text = await readApiText(kc, "/metrics", "text/plain");
+  if (text === undefined) throw new Error("the API server has no /metrics");
+  return text;
 }
 
 const label = (line: string, name: string) => new RegExp(`${name}="([^"]*)"`).exec(line)?.[1] ?? "";

@@ -83,7 +83,7 @@ interface OneRoute {
  */
 export class RouteWatch {
   /** Duration of each read (request + parse), ms. */
-  readonly pollMs: number[] = [];
+  readonly readMs: number[] = [];
   /** Reads per session until it was listed on every router. */
   readonly reads: number[] = [];
   errors = 0;
@@ -102,7 +102,7 @@ export class RouteWatch {
         const res = await fetch(`${url}/debug/routes?session=${encodeURIComponent(id)}`);
         const body =
           res.status === 200 ? ((await res.json()) as OneRoute) : (await res.arrayBuffer(), undefined);
-        this.pollMs.push(performance.now() - t0);
+        this.readMs.push(performance.now() - t0);
         const entry = body?.sessions[0];
         if (entry && entry.state === "READY" && entry.upstreams.length >= this.upstreams)
           return { at: Date.parse(entry.changedAt), reads };

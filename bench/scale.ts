@@ -210,7 +210,7 @@ async function measure(stack: EmbeddedStack, o: ScaleBenchOptions, track: (s: St
       max: Math.max(...loaded.map((c) => c.liveAtReady!)),
     },
     appliedBeforeReadySeen: loaded.filter((c) => c.readyToRoutersMs! < 0).length,
-    readMs: dist(watch.pollMs),
+    readMs: dist(watch.readMs),
     readsPerSession: dist(watch.reads),
     primaryPushToAck: push,
   };

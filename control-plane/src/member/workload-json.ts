@@ -27,13 +27,22 @@ export function readWorkloadJson<T>(
  * undefined on 404; other statuses throw ApiException.
  */
 export async function readApiJson<T>(kc: KubeConfig, path: string): Promise<T | undefined> {
+  const body = await readApiText(kc, path, "application/json");
+  return body === undefined ? undefined : (JSON.parse(body) as T);
+}
+
+/**
+ * GET `path` on the API server of `kc` as text (`accept`), with the kubeconfig's credentials:
+ * undefined on 404; other statuses throw ApiException.
+ */
+export async function readApiText(kc: KubeConfig, path: string, accept: string): Promise<string | undefined> {
   const cluster = kc.getCurrentCluster();
   if (!cluster) throw new Error("the kubeconfig has no current cluster");
   const url = new URL(`${cluster.server.replace(/\/+$/, "")}${path}`);
-  const options: https.RequestOptions = { method: "GET", headers: { accept: "application/json" } };
+  const options: https.RequestOptions = { method: "GET", headers: { accept } };
   await kc.applyToHTTPSOptions(options);
   const send = url.protocol === "http:" ? http.request : https.request;
-  return new Promise<T | undefined>((resolve, reject) => {
+  return new Promise<string | undefined>((resolve, reject) => {
     const req = send(url, options, (res) => {
       const chunks: Buffer[] = [];
       res.on("data", (c: Buffer) => chunks.push(c));
@@ -44,13 +53,7 @@ export async function readApiJson<T>(kc: KubeConfig, path: string): Promise<T | 
         if (status === 404) resolve(undefined);
         else if (status !== 200)
           reject(new ApiException(status, `GET ${url.pathname}: HTTP ${status}`, body, {}));
-        else {
-          try {
-            resolve(JSON.parse(body) as T);
-          } catch (err) {
-            reject(err as Error);
-          }
-        }
+        else resolve(body);
       });
     });
     req.setTimeout(READ_TIMEOUT_MS, () => req.destroy(new Error(`GET ${url.pathname} timed out`)));
