@@ -19,6 +19,7 @@ import {
   branchesListCommand,
   branchesStatusCommand,
 } from "./commands/branches-command.js";
+import { agentsListCommand, agentsRemoveCommand } from "./commands/agents-command.js";
 import { execCommand } from "./commands/exec-command.js";
 import { parseOutputFormat, processOut, reportError, type Out } from "./commands/output.js";
 import { queuesConsumersCommand, queuesStatusCommand } from "./commands/queues-command.js";
@@ -289,6 +290,49 @@ export function buildProgram(out: Out, setExit: (code: number) => void): Command
             ...(o.engine ? { engine: o.engine } : {}),
             waitSeconds,
           },
+          parseOutputFormat(o.output),
+          out,
+        );
+      }),
+    );
+
+  const agents = program
+    .command("agents")
+    .description("sidecar agents kept in workloads: in use, lingering idle, or born with them");
+  agents
+    .command("list")
+    .alias("ls")
+    .description(
+      "which targets in which clusters carry an agent, since when, lingering until when, sessions on them",
+    )
+    .option("-A, --all-namespaces", "agents of every namespace")
+    .action(
+      guarded(async (_o: unknown, cmd: Command) => {
+        const o = globals(cmd) as GlobalOpts & { allNamespaces?: boolean };
+        const kc = kube(o);
+        const namespace = o.allNamespaces ? undefined : resolveNamespace(kc, undefined, o.namespace);
+        return agentsListCommand(kc, { namespace }, parseOutputFormat(o.output), out);
+      }),
+    );
+  agents
+    .command("remove")
+    .alias("rm")
+    .description("remove a target's agents in every cluster: now where idle, else when its last session ends")
+    .argument("<target>", "deployment/<name> or statefulset/<name>")
+    .option("--wait <seconds>", "how long to wait for every cluster's answer", "60")
+    .action(
+      guarded(async (target: string, _o: unknown, cmd: Command) => {
+        const o = globals(cmd) as GlobalOpts & { wait?: string };
+        const seconds = Number(o.wait ?? "60");
+        if (!Number.isFinite(seconds) || seconds <= 0)
+          throw new CliError(
+            CliErrorCode.INVALID_OPTION,
+            `--wait "${o.wait}" must be a positive number of seconds`,
+          );
+        const kc = kube(o);
+        return agentsRemoveCommand(
+          kc,
+          { target, namespace: resolveNamespace(kc, undefined, o.namespace), timeoutMs: seconds * 1000 },
           parseOutputFormat(o.output),
           out,
         );

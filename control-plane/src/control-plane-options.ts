@@ -2,6 +2,7 @@
 // Every error names the flag and what to give instead; the Helm chart renders exactly
 // these flags (charts/switchyard/templates/_helpers.tpl). Errors are `OptionError`s whose
 // `option` is the flag; main.ts exits with status 2 on them.
+import { MAX_LINGER_SECONDS } from "./member/agent-linger.js";
 import { readFileSync } from "node:fs";
 import { isIP } from "node:net";
 import { hostname } from "node:os";
@@ -73,6 +74,13 @@ export interface ControlPlaneOptions {
   agentTrafficPortOffset: number;
   /** Sidecar provisioner: the agent image. */
   agentImage: string | undefined;
+  /**
+   * Sidecar provisioner: seconds an idle agent stays in the workload after the last session on
+   * it ended (0 = restore at once, -1 = until removed; default 900). A session that starts
+   * meanwhile attaches with no template change. A workload's `switchyard.dev/agent-linger-seconds`
+   * annotation overrides it.
+   */
+  agentLingerSeconds: number;
   /** Sidecar provisioner: the image of the iptables redirect init container (sh + iptables). */
   redirectImage: string | undefined;
   /** Sidecar provisioner: kubernetes.io/tls Secret (in each target namespace) the agents serve wss:// with. */
@@ -126,6 +134,9 @@ function readPem(flag: string, path: string): string {
     throw new OptionError(flag, `cannot read ${path}: ${(err as NodeJS.ErrnoException).code ?? err}`);
   }
 }
+
+/** Seconds an idle sidecar agent stays unless --agent-linger-seconds says otherwise (15 minutes). */
+export const DEFAULT_AGENT_LINGER_SECONDS = 900;
 
 /** DNS name agent certificates carry unless --agent-tls-server-name says otherwise. */
 export const DEFAULT_AGENT_TLS_SERVER_NAME = "switchyard-agent";
@@ -209,6 +220,11 @@ export function parseControlPlaneArgs(
       "0",
     )
     .option("--agent-image <image>", "sidecar provisioner: agent container image")
+    .option(
+      "--agent-linger-seconds <n>",
+      "sidecar provisioner: seconds an idle agent stays after the last session (0 = restore at once, -1 = until removed)",
+      String(DEFAULT_AGENT_LINGER_SECONDS),
+    )
     .option(
       "--redirect-image <image>",
       "sidecar provisioner: image (sh, iptables) of the redirect init container",
@@ -355,6 +371,17 @@ export function parseControlPlaneArgs(
       `must be an integer 0-60000, got "${o.agentTrafficPortOffset as string}"`,
     );
   }
+  const agentLingerSeconds = Number(o.agentLingerSeconds);
+  if (
+    !Number.isInteger(agentLingerSeconds) ||
+    agentLingerSeconds < -1 ||
+    agentLingerSeconds > MAX_LINGER_SECONDS
+  ) {
+    throw new OptionError(
+      "--agent-linger-seconds",
+      `must be an integer from -1 (until removed) to ${MAX_LINGER_SECONDS} (30 days), got "${o.agentLingerSeconds as string}"`,
+    );
+  }
   const kinds = list(o.allowedTargetKinds as string | undefined);
   for (const k of kinds) {
     if (!["deployment", "statefulset", "pod"].includes(k)) {
@@ -398,6 +425,7 @@ export function parseControlPlaneArgs(
     agentTrafficPortOffset: offset,
     agentStateDir: o.agentStateDir as string | undefined,
     agentImage: o.agentImage as string | undefined,
+    agentLingerSeconds,
     redirectImage: o.redirectImage as string | undefined,
     agentTlsSecret,
     agentTlsServerName,

@@ -80,6 +80,7 @@ function provisionerFor(o: ControlPlaneOptions, kc: KubeConfig, logger: Logger):
   return new SidecarAgentProvisioner({
     kubeConfig: kc,
     agentImage: o.agentImage,
+    lingerSeconds: o.agentLingerSeconds,
     ...(o.redirectImage ? { redirectImage: o.redirectImage } : {}),
     ...(o.agentTlsSecret ? { agentTlsSecret: o.agentTlsSecret } : {}),
     logger,
@@ -176,6 +177,7 @@ export async function startControlPlane(
           ...(member ? { children: member.sessions } : {}),
           logger,
         }),
+        ...(member ? { agents: () => member.agents() } : {}),
       },
       leading,
       logger,

@@ -14,6 +14,7 @@ import { PROTOCOL_VERSION_MAX } from "../../proto/frame-version.js";
 import {
   OPERATOR_OBJECT_NAME,
   switchyardOperatorClient,
+  type AgentsSummary,
   type KnownFeature,
   type SwitchyardOperatorStatus,
 } from "../../proto/api/v1alpha1/index.js";
@@ -41,6 +42,8 @@ export interface OperatorIdentity {
     /** undefined while not known yet. */
     counts(): SessionCounts | undefined;
   };
+  /** Member and both: the agents kept in workloads here; undefined while not known. Default: not written. */
+  agents?: () => AgentsSummary | undefined;
 }
 
 /** Features of `mode` as configured: `MultiClusterPrimary` only with multi-cluster enabled. */
@@ -63,6 +66,7 @@ export function identityStatus(id: OperatorIdentity): Partial<SwitchyardOperator
   const enabled = id.multiClusterEnabled ? id.multiClusterEnabled() : true;
   if (enabled === undefined) return undefined;
   const sessions = id.sessions?.counts();
+  const agents = id.agents?.();
   return {
     operatorVersion: OPERATOR_VERSION,
     protocolVersion: `${PROTOCOL_VERSION_MAX}.0.0`,
@@ -70,6 +74,7 @@ export function identityStatus(id: OperatorIdentity): Partial<SwitchyardOperator
     defaultNamespace: id.defaultNamespace,
     ...(id.routerEndpoint ? { routerEndpoint: id.routerEndpoint } : {}),
     ...(sessions ? { sessions } : {}),
+    ...(agents ? { agents } : {}),
   };
 }
 

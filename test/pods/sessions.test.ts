@@ -11,7 +11,18 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { createServer as createHttpServer, request as httpRequest } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { AppsV1Api, CoordinationV1Api, CoreV1Api, type V1PodTemplateSpec } from "@kubernetes/client-node";
+import {
+  AppsV1Api,
+  CoordinationV1Api,
+  CoreV1Api,
+  PatchStrategy,
+  setHeaderOptions,
+  type V1PodTemplateSpec,
+} from "@kubernetes/client-node";
+import {
+  LINGER_SECONDS_ANNOTATION as LINGER_SECONDS,
+  LINGER_UNTIL_ANNOTATION as LINGER_UNTIL,
+} from "../../control-plane/src/member/agent-annotations.js";
 import { multiClusterSessionClient } from "../../proto/api/v1alpha1/index.js";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { freePorts } from "../env/ports.js";
@@ -151,6 +162,47 @@ async function injected(cluster: string): Promise<boolean> {
         p.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True"),
     )
   );
+}
+
+/** The demo's agent is idle: still in the template and every pod, its linger recorded. */
+async function lingering(cluster: string): Promise<boolean> {
+  const d = await apps(cluster).readNamespacedDeployment({ name: "demo", namespace: "default" });
+  return d.metadata?.annotations?.[LINGER_UNTIL] !== undefined && (await injected(cluster));
+}
+
+/** The demo's pods (uid, restarts of every container) and ReplicaSets: what a rollout changes. */
+async function podState(cluster: string) {
+  const pods = (await demoPods(cluster))
+    .map((p) => ({
+      uid: p.metadata!.uid,
+      restarts: [...(p.status?.initContainerStatuses ?? []), ...(p.status?.containerStatuses ?? [])].map(
+        (c) => `${c.name}:${c.restartCount}`,
+      ),
+    }))
+    .sort((a, b) => a.uid!.localeCompare(b.uid!));
+  const rs = (
+    await apps(cluster).listNamespacedReplicaSet({ namespace: "default", labelSelector: "app=demo" })
+  ).items
+    .map((r) => r.metadata!.name)
+    .sort();
+  return { pods, rs };
+}
+
+/** `switchyard agents list -A -o json` as the developer runs it: what the Primary reports. */
+async function agentsList(): Promise<
+  Array<{ cluster: string; target: string; sessions: number; pods: number }>
+> {
+  const list = await launch({
+    name: "switchyard-agents-list",
+    ...tsx("cli/src/main.ts", ["agents", "list", "-A", "-o", "json", ...stack.developerCliArgs.slice(0, 2)]),
+  });
+  running.push(list);
+  expect(await list.exited, list.output()).toBe(0);
+  return (
+    JSON.parse(list.stdout()) as {
+      agents: Array<{ cluster: string; target: string; sessions: number; pods: number }>;
+    }
+  ).agents;
 }
 
 /** The demo's pod template and pods are as before any session. */
@@ -347,21 +399,106 @@ describe("sessions on real pods", () => {
       expect(viaService.map((a) => a.servedBy)).toEqual(["local", "local"]);
     });
     expect(await stopExec(e)).toBe(130);
+    // The agent stays as an idle pass-through (sidecar.lingerSeconds, 15 minutes by default).
     for (const name of ["east", "west"])
-      await explained(undefined, () =>
-        eventually(`${name}'s demo to be restored`, () => restored(name), POLL),
-      );
-    // Restored from the saved template: the API server's defaults in the sidecar template (and
-    // the Deployment controller's status writes) are not taken for a user's edit.
+      await eventually(`${name}'s agent lingering`, () => lingering(name), POLL);
+  });
+
+  it("attaches the next developer's session to the lingering agent: no rollout, no pod restart", async () => {
+    const before: Record<string, Awaited<ReturnType<typeof podState>>> = {};
     for (const name of ["east", "west"]) {
-      const logs = await podLogs(
-        stack.set.get(name),
-        "switchyard",
-        "app.kubernetes.io/component=control-plane",
-        400,
+      await eventually(`${name}'s agent lingering`, () => lingering(name), POLL);
+      before[name] = await podState(name);
+    }
+    // What `switchyard agents list` shows through the Primary: idle in both clusters, both pods.
+    await eventually(
+      "agents list: demo idle in east and west",
+      async () => {
+        const listed = await agentsList();
+        const idle = ["east", "west"].filter((name) => {
+          const a = listed.find((x) => x.cluster === name && x.target === "deployment/demo");
+          return a?.sessions === 0 && a.pods === 2;
+        });
+        return idle.length === 2 ? true : undefined;
+      },
+      POLL,
+    );
+    const e = await exec(["--steal"], { name: "bob", user: second });
+    await explained(e, async () => {
+      for (const name of ["east", "west"]) {
+        const w = stack.workloads[name]!;
+        await eventually(
+          `a stolen request through ${name}'s NodePort`,
+          async () => ((await get(`${w.demoUrl}/warm`)).servedBy === "bob" ? true : undefined),
+          POLL,
+        );
+        // The same pods, never restarted, the same ReplicaSets: nothing rolled out.
+        expect(await podState(name), name).toEqual(before[name]);
+        const d = await apps(name).readNamespacedDeployment({ name: "demo", namespace: "default" });
+        expect(d.metadata!.annotations?.[LINGER_UNTIL], name).toBeUndefined();
+      }
+    });
+    expect(await stopExec(e)).toBe(130);
+    for (const name of ["east", "west"])
+      await eventually(`${name}'s agent lingering`, () => lingering(name), POLL);
+  });
+
+  it("restores each cluster exactly when the linger ends, also after the member's control plane restarts", async () => {
+    for (const name of ["east", "west"])
+      await apps(name).patchNamespacedDeployment(
+        {
+          name: "demo",
+          namespace: "default",
+          body: { metadata: { annotations: { [LINGER_SECONDS]: "15" } } },
+        },
+        setHeaderOptions("Content-Type", PatchStrategy.MergePatch),
       );
-      expect(logs).toContain("restored the original pod template");
-      expect(logs).not.toContain("changed while the sidecar was in");
+    try {
+      const e = await exec(["--steal"]);
+      await explained(e, () =>
+        eventually(
+          "a stolen request through west",
+          async () =>
+            (await get(`${stack.workloads.west!.demoUrl}/short`)).servedBy === "local" ? true : undefined,
+          POLL,
+        ),
+      );
+      expect(await stopExec(e)).toBe(130);
+      for (const name of ["east", "west"])
+        await eventually(`${name}'s agent lingering`, () => lingering(name), POLL);
+      // West's member control plane goes during the linger: the record lives on the workload.
+      const cps = await core("west").listNamespacedPod({
+        namespace: "switchyard",
+        labelSelector: "app.kubernetes.io/component=control-plane",
+      });
+      for (const p of cps.items)
+        await core("west").deleteNamespacedPod({ name: p.metadata!.name!, namespace: "switchyard" });
+      for (const name of ["east", "west"])
+        await explained(undefined, () =>
+          eventually(`${name}'s demo to be restored`, () => restored(name), POLL),
+        );
+      // Restored from the saved template: the API server's defaults in the sidecar template (and
+      // the Deployment controller's status writes) are not taken for a user's edit.
+      for (const name of ["east", "west"]) {
+        const logs = await podLogs(
+          stack.set.get(name),
+          "switchyard",
+          "app.kubernetes.io/component=control-plane",
+          400,
+        );
+        expect(logs).toContain("the idle agent's linger ended; restored the original pod template");
+        expect(logs).not.toContain("changed while the sidecar was in");
+      }
+    } finally {
+      for (const name of ["east", "west"])
+        await apps(name).patchNamespacedDeployment(
+          {
+            name: "demo",
+            namespace: "default",
+            body: [{ op: "remove", path: `/metadata/annotations/${LINGER_SECONDS.replace("/", "~1")}` }],
+          },
+          setHeaderOptions("Content-Type", PatchStrategy.JsonPatch),
+        );
     }
   });
 
@@ -617,6 +754,32 @@ describe("sessions on real pods", () => {
       ),
     );
     await stopExec(e);
+  });
+
+  it("removes the lingering agents of every cluster on `switchyard agents remove`", async () => {
+    for (const name of ["east", "west"])
+      await eventually(`${name}'s agent lingering`, () => lingering(name), POLL);
+    const remove = await launch({
+      name: "switchyard-agents-remove",
+      ...tsx("cli/src/main.ts", [
+        "agents",
+        "remove",
+        "deployment/demo",
+        ...stack.developerCliArgs.slice(0, 4),
+      ]),
+    });
+    running.push(remove);
+    expect(await remove.exited, remove.output()).toBe(0);
+    expect(remove.output()).toMatch(/agents of deployment\/demo removed in east, west/);
+    for (const name of ["east", "west"])
+      await explained(undefined, () =>
+        eventually(`${name}'s demo to be restored`, () => restored(name), POLL),
+      );
+    await eventually(
+      "agents list to show none",
+      async () => ((await agentsList()).length === 0 ? true : undefined),
+      POLL,
+    );
   });
 
   it("stops pods, nodes and clusters and leaves the host exactly as it was", async () => {

@@ -116,7 +116,7 @@ single-cluster use inside the cluster; a member reached by a Primary needs route
 The control-plane command line. Flags (all documented in charts/README.md):
   --mode, --namespace, --config-map, --cluster-name, --grpc-listen, --metrics-listen,
   --router-endpoint, --router-service-account, --router-token-audience, --tls-cert, --tls-key,
-  --agent-image, --redirect-image, --agent-tls-secret, --agent-tls-server-name, --agent-ca,
+  --agent-image, --agent-linger-seconds, --redirect-image, --agent-tls-secret, --agent-tls-server-name, --agent-ca,
   --gateway-ca,
   --allowed-namespaces, --allowed-target-kinds, --allowed-targets, --leader-lease-duration-seconds,
   --leader-renew-deadline-seconds, --leader-retry-period-seconds,
@@ -140,6 +140,7 @@ The control-plane command line. Flags (all documented in charts/README.md):
 - --router-endpoint={{ include "switchyard.router.url" . }}
 {{- if ne (include "switchyard.controlPlane.mode" .) "primary" }}
 - --agent-image={{ include "switchyard.image" . }}
+- --agent-linger-seconds={{ int .Values.sidecar.lingerSeconds }}
 - --redirect-image={{ include "switchyard.redirectImage" . }}
 {{- with .Values.tls.agentSecretName }}
 - --agent-tls-secret={{ . }}

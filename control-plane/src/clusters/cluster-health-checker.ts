@@ -9,10 +9,12 @@ import {
   OPERATOR_OBJECT_NAME,
   VERSION,
   switchyardOperatorCrd,
+  type AgentsSummary,
 } from "../../../proto/api/v1alpha1/index.js";
 import type { Clock } from "../credentials/clock.js";
 import { systemClock } from "../credentials/clock.js";
 import type { CredentialStatus } from "../credentials/credential-source.js";
+import { memberAgentsSummary } from "./member-agents.js";
 import { describeRemoteError } from "./remote-error.js";
 import type { RemoteClusterClient } from "./remote-cluster-client.js";
 
@@ -28,6 +30,8 @@ export interface ClusterConnectedInfo {
   operatorVersion?: string;
   protocolVersion?: string;
   supportedFeatures?: string[];
+  /** The agents the member keeps in workloads there (its operator's status.agents), when valid. */
+  agents?: AgentsSummary;
 }
 
 export interface ClusterHealth {
@@ -88,13 +92,20 @@ export async function checkClusterHealth(
         plural: OPERATOR_PLURAL,
         name: OPERATOR_NAME,
       })) as {
-        status?: { operatorVersion?: unknown; protocolVersion?: unknown; supportedFeatures?: unknown };
+        status?: {
+          operatorVersion?: unknown;
+          protocolVersion?: unknown;
+          supportedFeatures?: unknown;
+          agents?: unknown;
+        };
       };
       const s = op.status ?? {};
       if (typeof s.operatorVersion === "string") connected.operatorVersion = s.operatorVersion;
       if (typeof s.protocolVersion === "string") connected.protocolVersion = s.protocolVersion;
       if (Array.isArray(s.supportedFeatures))
         connected.supportedFeatures = s.supportedFeatures.filter((f): f is string => typeof f === "string");
+      const agents = memberAgentsSummary(s.agents);
+      if (agents) connected.agents = agents;
     } catch (err) {
       const code = (err as { code?: unknown }).code;
       if (code !== 404 && code !== 403)

@@ -56,6 +56,7 @@ export function connectedClusterEntry(h: ClusterHealth): ConnectedCluster {
               ? { protocolVersion: h.connected.protocolVersion }
               : {}),
           },
+          ...(h.connected.agents ? { agents: h.connected.agents } : {}),
         }
       : {}),
     ...(error

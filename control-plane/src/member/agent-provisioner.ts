@@ -34,14 +34,38 @@ export interface EnsureAgentsResult {
   recheckAfterMs?: number;
 }
 
+/** A target as release and idle name it. */
+export interface AgentTarget {
+  namespace: string;
+  id: string;
+  kind: string;
+  name: string;
+}
+
+/** What became of a target's agents when the last session on it ended. */
+export type IdleOutcome =
+  /** Restored (template back, agents stopped): the agent secret may go. */
+  | { kind: "released" }
+  /** Kept idle until `until` (epoch ms) or until removed ("never"); recorded in the cluster. */
+  | { kind: "lingering"; until: number | "never" }
+  /** The workload's pods are born with the agent (it opted in): nothing to restore, the secret stays. */
+  | { kind: "born" };
+
 export interface AgentProvisioner {
   readonly mode: ProvisionerMode;
   ensure(input: EnsureAgentsInput): Promise<EnsureAgentsResult>;
   /** Undo everything done for the target (restore, stop); resolves when done. Safe to repeat. */
-  release(
-    target: { namespace: string; id: string; kind: string; name: string },
-    signal: AbortSignal,
-  ): Promise<void>;
+  release(target: AgentTarget, signal: AbortSignal): Promise<void>;
+  /**
+   * Optional: the last session on the target ended. The provisioner keeps the agents idle
+   * (recording until when in the cluster, so any control plane restores them later) or
+   * releases them now. Without it, the reconciler releases at once.
+   */
+  idle?(target: AgentTarget, signal: AbortSignal): Promise<IdleOutcome>;
+  /** Optional: what of the target's agents is ours: a patched template, pods born with it, or none. */
+  carries?(target: AgentTarget): Promise<"template" | "born" | "none">;
+  /** Optional: mark the target so that the last session on it ending releases at once; false when nothing is ours. */
+  requestRemoval?(target: AgentTarget): Promise<boolean>;
   /**
    * Optional: report agents that stopped serving on their own (crashed, killed) by
    * calling `onGone(targetId)`, until `signal` aborts, so the sessions on that target are

@@ -15,6 +15,7 @@
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import type { KubeConfig } from "@kubernetes/client-node";
 import type { Logger } from "pino";
+import type { Registry } from "prom-client";
 import { OptionError, positive } from "../../../lib/option-error.js";
 import {
   SessionRouteSchema,
@@ -24,7 +25,6 @@ import {
 } from "../../../proto/gen/route_discovery_pb.js";
 import {
   clusterSessionClient,
-  GROUP,
   parseTarget,
   setConditions,
   TTL_SECONDS_DEFAULT,
@@ -50,11 +50,13 @@ import {
 import type { AgentEndpoint, AgentProvisioner, EnsureAgentsResult } from "./agent-provisioner.js";
 import { EnsuredTargets } from "./ensured-targets.js";
 import { AgentSecretStore, type AgentSecret } from "./agent-secret-store.js";
+import { IdleAgents } from "./idle-agents.js";
+import { removalStatus } from "./agent-removal-status.js";
 import { TargetLocks } from "./target-locks.js";
+import { MEMBER_FINALIZER, releasesAgentsOnly, TargetSessions } from "./target-sessions.js";
 import { resolveTarget, targetId, type ResolvedTarget, type TargetSource } from "./target-resolver.js";
 
-/** Finalizer the member puts on every ClusterSession it serves. */
-export const MEMBER_FINALIZER = `${GROUP}/member-cleanup`;
+export { MEMBER_FINALIZER } from "./target-sessions.js";
 
 const WITHIN_ALLOW_LIST: ConditionUpdate = {
   type: "Valid",
@@ -96,6 +98,8 @@ export interface ClusterSessionReconcilerOptions {
    * (default 5 000; 0 checks every time): ensured-targets.ts.
    */
   ensuredFreshMs?: number;
+  /** Where the agent restore counter registers (switchyard_agent_restores_total; default: none). */
+  registry?: Registry;
   logger?: Logger;
   /** Clock, for tests (default Date.now). */
   now?: () => number;
@@ -106,6 +110,9 @@ export class ClusterSessionReconciler implements Reconciler {
   readonly #secrets: AgentSecretStore;
   readonly #locks = new TargetLocks();
   readonly #ensured: EnsuredTargets;
+  readonly #targetSessions: TargetSessions;
+  /** What becomes of a target's agents once no session needs them (shared with the linger reconciler). */
+  readonly idleAgents: IdleAgents;
   /** This reconciler's own writes to sessions, whose watch events need not wake it (own-writes.ts). */
   readonly ownWrites = new OwnWrites();
   readonly #allow: SessionAllowList;
@@ -141,6 +148,16 @@ export class ClusterSessionReconciler implements Reconciler {
     this.#secrets = new AgentSecretStore(options.kubeConfig, options.secretNamespace);
     this.#now = options.now ?? Date.now;
     this.#ensured = new EnsuredTargets(options.ensuredFreshMs, this.#now);
+    this.#targetSessions = new TargetSessions(this.#client, options.cachedSessions);
+    this.idleAgents = new IdleAgents({
+      provisioner: options.provisioner,
+      secrets: this.#secrets,
+      locks: this.#locks,
+      sessions: this.#targetSessions,
+      forget: (id) => this.#ensured.forget(id),
+      ...(options.registry ? { registry: options.registry } : {}),
+      ...(options.logger ? { logger: options.logger } : {}),
+    });
     this.#recheckMs = recheck;
     this.#logger = options.logger;
   }
@@ -178,6 +195,7 @@ export class ClusterSessionReconciler implements Reconciler {
     const untilExpiry = deadline - now;
     const verdict = this.#allow.check(ref.namespace, session.spec.target);
     if (!verdict.allowed) return this.#refuse(session, verdict, untilExpiry);
+    if (releasesAgentsOnly(session)) return this.#removeAgents(session, untilExpiry, signal);
     const finalizers = session.metadata.finalizers ?? [];
     if (!finalizers.includes(MEMBER_FINALIZER)) {
       session = await this.#client.patch(
@@ -326,7 +344,7 @@ export class ClusterSessionReconciler implements Reconciler {
     );
   }
 
-  async #finalize(session: ClusterSession, _signal: AbortSignal): Promise<void> {
+  async #finalize(session: ClusterSession, signal: AbortSignal): Promise<void> {
     const ref = { namespace: session.metadata.namespace!, name: session.metadata.name! };
     const finalizers = session.metadata.finalizers ?? [];
     this.#o.routes.remove(sessionKey(ref.namespace, ref.name));
@@ -350,53 +368,60 @@ export class ClusterSessionReconciler implements Reconciler {
     // released: of sessions deleted together, each sees the others still holding theirs
     // and only the last one releases the agents — once.
     await this.#locks.with(id, async () => {
-      if (!(await this.#othersOnTarget(ref, target))) {
-        this.#ensured.forget(id);
-        try {
-          await this.#o.provisioner.release(
-            { namespace: ref.namespace, id, kind: target.kind, name: target.name },
-            _signal,
+      if (!(await this.#targetSessions.any(ref.namespace, target, ref.name))) {
+        const outcome = await this.idleAgents
+          .lastSessionEnded({ namespace: ref.namespace, id, kind: target.kind, name: target.name }, signal)
+          .catch((err: unknown) =>
+            Promise.reject(
+              withContext(`failed to release the agents of ${id} for deleted session ${ref.name}`, err),
+            ),
           );
-          await this.#secrets.delete(ref.namespace, id);
-        } catch (err) {
-          throw withContext(`failed to release the agents of ${id} for deleted session ${ref.name}`, err);
-        }
-        this.#logger?.info(
-          { target: id, session: ref.name },
-          "last session on the target ended; agents released",
-        );
+        if (outcome.kind === "released")
+          this.#logger?.info(
+            { target: id, session: ref.name },
+            "last session on the target ended; agents released",
+          );
       }
       await releaseFinalizer();
     });
   }
 
   /**
-   * Whether another session still needs the target's agents: one that lives, or one being
-   * deleted that still holds this cluster's finalizer (its own finalize comes later). The
-   * informer's sessions are only candidates, each confirmed by a GET (the cache may still
-   * show a session that is gone); without a confirmed one, a LIST of the namespace decides.
-   * Usually one GET instead of a LIST per deletion.
+   * A release-only session (`switchyard agents remove`): no finalizer, agent or route; the
+   * target's idle agents go now (or when the sessions using them end), once — a session
+   * that already reported leaves the target alone, whatever happened to it since.
    */
-  async #othersOnTarget(
-    ref: { namespace: string; name: string },
-    target: ReturnType<typeof parseTarget>,
-  ): Promise<boolean> {
-    const needs = (o: ClusterSession) => {
-      if (o.metadata.name === ref.name) return false;
-      if (o.metadata.deletionTimestamp && !(o.metadata.finalizers ?? []).includes(MEMBER_FINALIZER))
-        return false;
-      const t = safeTargetOf(o);
-      return t !== undefined && t.kind === target.kind && t.name === target.name;
-    };
-    let checked = 0;
-    for (const c of this.#o.cachedSessions?.(ref.namespace) ?? []) {
-      if (!needs(c)) continue;
-      const current = await this.#client.get({ namespace: ref.namespace, name: c.metadata.name! });
-      if (current && needs(current)) return true;
-      if (++checked >= 3) break;
-    }
-    const { items } = await this.#client.list({ namespace: ref.namespace });
-    return items.some(needs);
+  async #removeAgents(
+    session: ClusterSession,
+    untilExpiry: number,
+    signal: AbortSignal,
+  ): Promise<ReconcileResult> {
+    const namespace = session.metadata.namespace!;
+    if (session.status?.phase === "Ready" || session.status?.phase === "Failed")
+      return { requeueAfterMs: untilExpiry };
+    const target = parseTarget(session.spec.target);
+    const id = targetId(namespace, target);
+    const outcome = await this.idleAgents
+      .remove({ namespace, id, kind: target.kind, name: target.name }, signal)
+      .catch((err: unknown) => Promise.reject(withContext(`failed to remove the agents of ${id}`, err)));
+    const st = removalStatus(outcome, `${target.kind} ${target.name}`);
+    await this.#writeStatus(
+      session,
+      // Ready children carry a gateway (the Primary counts on it); no route stands behind it.
+      {
+        phase: st.phase,
+        pod: null,
+        gateway: st.phase === "Ready" ? this.gatewayFor(namespace, session.metadata.name!) : null,
+        agents: 0,
+      },
+      {
+        type: "Ready",
+        status: st.phase === "Ready" ? "True" : "False",
+        reason: st.reason,
+        message: st.message,
+      },
+    );
+    return { requeueAfterMs: untilExpiry };
   }
 
   /**
@@ -553,13 +578,4 @@ export function ttlDeadline(session: ClusterSession): number {
   const renewed = Date.parse(session.status?.renewedAt ?? "");
   const created = new Date(session.metadata.creationTimestamp ?? 0).getTime();
   return (Number.isFinite(renewed) ? Math.max(renewed, created) : created) + ttl;
-}
-
-/** A session's target, or undefined when its spec does not name one we can read. */
-function safeTargetOf(s: ClusterSession): ReturnType<typeof parseTarget> | undefined {
-  try {
-    return parseTarget(s.spec.target);
-  } catch {
-    return undefined;
-  }
 }

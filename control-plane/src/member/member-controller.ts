@@ -9,6 +9,9 @@
 // `start` runs one leadership term and may be called again for the next: a Controller runs
 // once, so each term builds its own (with its own initial-sync tracking, timer and agent
 // watch) on the long-lived informers, and starts only once the previous term has drained.
+// Each term also runs the linger controller (linger-reconciler.ts), which restores workloads
+// whose idle agent's linger ran out, and the agent inventory (agent-inventory.ts) is read
+// from the same caches for the operator status and the metrics.
 import type { KubeConfig, V1Deployment, V1Pod, V1StatefulSet } from "@kubernetes/client-node";
 import type { Logger } from "pino";
 import { positive } from "../../../lib/option-error.js";
@@ -33,7 +36,11 @@ import {
   type Reconciler,
   type ResourceInformer,
 } from "../runtime/index.js";
+import { Gauge } from "prom-client";
+import type { AgentsSummary } from "../../../proto/api/v1alpha1/index.js";
+import { agentInventory } from "./agent-inventory.js";
 import type { AgentProvisioner } from "./agent-provisioner.js";
+import { LingerReconciler, lingerKey } from "./linger-reconciler.js";
 import { ClusterSessionReconciler } from "./cluster-session-reconciler.js";
 import { selectorMatches } from "./label-selector.js";
 import { targetId, type TargetSource } from "./target-resolver.js";
@@ -83,6 +90,7 @@ export class MemberController {
   readonly #renewed = new Map<string, number>();
   /** The running term's controller; undefined between terms. */
   #controller: Controller | undefined;
+  readonly #linger: LingerReconciler;
   /** Settles once the latest term has drained: its reconciles awaited, its informers stopped. */
   #lastTerm: Promise<void> = Promise.resolve();
 
@@ -129,8 +137,42 @@ export class MemberController {
       ...(options.waitingRecheckMs !== undefined ? { waitingRecheckMs: options.waitingRecheckMs } : {}),
       ...(options.queueSplitting !== undefined ? { queueSplitting: options.queueSplitting } : {}),
       cachedSessions: (namespace) => this.sessions.list(namespace),
+      registry: this.metrics.registry,
       ...(logger ? { logger } : {}),
       ...(options.now ? { now: options.now } : {}),
+    });
+    this.#linger = new LingerReconciler({
+      kubeConfig: kc,
+      idle: this.reconciler.idleAgents,
+      ...(options.now ? { now: options.now } : {}),
+    });
+    const agents = () => this.agents();
+    new Gauge({
+      name: "switchyard_agents",
+      help:
+        "Workloads on this cluster carrying the sidecar agent, by state: in-use (a session uses it), " +
+        "lingering (idle until its linger ends or it is removed), born (pods born with it, none in use).",
+      labelNames: ["state"],
+      registers: [this.metrics.registry],
+      collect() {
+        const items = agents()?.items ?? [];
+        this.reset();
+        this.set({ state: "in-use" }, items.filter((i) => i.sessions > 0).length);
+        this.set({ state: "lingering" }, items.filter((i) => i.lingerUntil !== undefined).length);
+        this.set({ state: "born" }, items.filter((i) => i.sessions === 0 && i.bornWithAgent).length);
+      },
+    });
+  }
+
+  /** The workloads carrying the agent here, from the caches; undefined until they synced. */
+  agents(): AgentsSummary | undefined {
+    if (!this.deployments.hasSynced || !this.statefulSets.hasSynced || !this.pods.hasSynced) return undefined;
+    if (!this.sessions.hasSynced) return undefined;
+    return agentInventory({
+      deployments: () => this.deployments.list(),
+      statefulSets: () => this.statefulSets.list(),
+      pods: (ns) => this.pods.list(ns),
+      sessions: (ns) => this.sessions.list(ns),
     });
   }
 
@@ -172,13 +214,24 @@ export class MemberController {
     controller.watch(this.deployments, { map: (d) => this.#sessionsForWorkload("deployment", d) });
     controller.watch(this.statefulSets, { map: (s) => this.#sessionsForWorkload("statefulset", s) });
     this.#controller = controller;
+    // Idle agents whose linger ends: woken by their workloads' records, requeued for the moment.
+    const linger = new Controller({
+      name: "agent-linger",
+      reconciler: this.#linger,
+      concurrency: 1,
+      ...(this.#o.logger ? { logger: this.#o.logger } : {}),
+      metrics: this.metrics,
+    });
+    linger.watch(this.deployments, { map: (d) => lingerKey("deployment", d) });
+    linger.watch(this.statefulSets, { map: (s) => lingerKey("statefulset", s) });
+    const lingering = linger.start(signal);
     try {
       // An agent that dies on its own is replaced now, not at the next resync.
       this.#o.provisioner.watch?.((id) => {
         this.reconciler.forgetTarget(id);
         for (const key of this.#sessionsForTarget(id)) controller.enqueue(key);
       }, signal);
-      await controller.start(signal);
+      await Promise.all([controller.start(signal), lingering]);
     } finally {
       if (this.#controller === controller) this.#controller = undefined;
     }

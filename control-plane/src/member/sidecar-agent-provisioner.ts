@@ -11,6 +11,9 @@
 // The redirect init container needs NET_ADMIN; a namespace whose PodSecurity level
 // forbids that fails the session with the reason and the fix instead of a stuck rollout;
 // ports a Service reaches by name (named targetPort) are taken by name and need no redirect.
+// When the last session ends the agent may stay as an idle pass-through (the linger, recorded
+// on the workload: agent-linger.ts), so the next session attaches with no template change; a
+// target whose pods were all born with the agent (the admission webhook) is attached as it is.
 import {
   AppsV1Api,
   CoreV1Api,
@@ -29,9 +32,19 @@ import {
   agentIdForPod,
   type AgentEndpoint,
   type AgentProvisioner,
+  type AgentTarget,
   type EnsureAgentsInput,
   type EnsureAgentsResult,
+  type IdleOutcome,
 } from "./agent-provisioner.js";
+import {
+  INJECT_ANNOTATION,
+  INJECT_NAMESPACE_LABEL,
+  INJECTED_AT_ANNOTATION,
+  LINGER_UNTIL_ANNOTATION,
+  REMOVE_REQUESTED_ANNOTATION,
+} from "./agent-annotations.js";
+import { lingerAnnotationProblem, lingerSecondsFor, lingerUntil, lingerUntilValue } from "./agent-linger.js";
 import { sha256Hex } from "./agent-secret-store.js";
 import { readinessWithheldUntil } from "./target-resolver.js";
 import { readWorkloadJson } from "./workload-json.js";
@@ -52,6 +65,13 @@ export interface SidecarAgentProvisionerOptions extends SidecarSettings {
   kubeConfig: KubeConfig;
   /** Scheme of the agents' endpoint (default "wss" with `agentTlsSecret`, else "ws"). */
   scheme?: "ws" | "wss";
+  /**
+   * Seconds an idle agent stays after the last session on its workload (-1 = until removed;
+   * default 0 = restore at once). The control plane passes `--agent-linger-seconds`.
+   */
+  lingerSeconds?: number;
+  /** Clock, for tests (default Date.now). */
+  now?: () => number;
   logger?: Logger;
 }
 
@@ -66,6 +86,8 @@ export class SidecarAgentProvisioner implements AgentProvisioner {
   readonly #scheme: "ws" | "wss";
   readonly #agentPort: number;
   readonly #logger: Logger | undefined;
+  readonly #lingerSeconds: number;
+  readonly #now: () => number;
 
   constructor(options: SidecarAgentProvisionerOptions) {
     if (!options.agentImage || /\s/.test(options.agentImage)) {
@@ -79,6 +101,8 @@ export class SidecarAgentProvisioner implements AgentProvisioner {
     this.#scheme = options.scheme ?? (options.agentTlsSecret ? "wss" : "ws");
     this.#agentPort = port;
     this.#logger = options.logger;
+    this.#lingerSeconds = integerIn("lingerSeconds", options.lingerSeconds, 0, -1, 30 * 86_400);
+    this.#now = options.now ?? Date.now;
   }
 
   async ensure({ resolved, secretHash }: EnsureAgentsInput): Promise<EnsureAgentsResult> {
@@ -97,7 +121,20 @@ export class SidecarAgentProvisioner implements AgentProvisioner {
         waiting: { reason: "TargetNotFound", message: `${target.kind} ${target.name} is gone` },
       };
     const template = workload.spec!.template;
-    if (!(hasSidecar(template.spec) && sidecarSecretHash(template) === secretHash)) {
+    const templated = hasSidecar(template.spec) && sidecarSecretHash(template) === secretHash;
+    if (!templated && allBornWithAgent(resolved.pods, secretHash)) {
+      // Every pod was born with this agent (the admission webhook): attach as they are.
+    } else if (templated) {
+      // The agent lingered since the last session: this one attaches, no template change.
+      if (workload.metadata!.annotations?.[LINGER_UNTIL_ANNOTATION] !== undefined) {
+        await this.#patchOps(
+          target.kind,
+          workload,
+          annotationsPatch(workload, { [LINGER_UNTIL_ANNOTATION]: undefined }),
+        );
+        this.#logger?.info({ target: resolved.id }, "a session attached to the lingering agent");
+      }
+    } else {
       const annotations = workload.metadata!.annotations ?? {};
       const saved = annotations[ORIGINAL_TEMPLATE_ANNOTATION];
       // The original is what the template was before we touched it: the saved copy when our
@@ -113,6 +150,8 @@ export class SidecarAgentProvisioner implements AgentProvisioner {
       const written = await this.#patch(target.kind, workload, patched, {
         [ORIGINAL_TEMPLATE_ANNOTATION]: saved && hasSidecar(template.spec) ? saved : JSON.stringify(original),
         [PATCHED_TEMPLATE_ANNOTATION]: templateHash(patched),
+        [INJECTED_AT_ANNOTATION]: new Date(this.#now()).toISOString(),
+        [LINGER_UNTIL_ANNOTATION]: undefined,
       });
       await this.#recordStoredHash(target.kind, namespace, target.name, written);
       this.#logger?.info({ target: resolved.id }, "added the sidecar agent to the pod template");
@@ -160,7 +199,77 @@ export class SidecarAgentProvisioner implements AgentProvisioner {
         };
   }
 
-  async release(target: { namespace: string; kind: string; name: string; id: string }): Promise<void> {
+  /**
+   * The last session ended: record how long the agent idles (the workload's own annotation, else
+   * the install's linger), or restore now when that is 0. A workload whose pods are born with
+   * the agent keeps them (and its secret): nothing of its template is ours.
+   */
+  async idle(target: AgentTarget): Promise<IdleOutcome> {
+    if (target.kind !== "deployment" && target.kind !== "statefulset") return { kind: "released" };
+    const workload = await this.#read(target.kind, target.namespace, target.name);
+    if (!workload) return { kind: "released" };
+    const annotations = workload.metadata!.annotations ?? {};
+    if (annotations[ORIGINAL_TEMPLATE_ANNOTATION] === undefined && !hasSidecar(workload.spec!.template.spec))
+      return (await this.#optedIn(workload)) ? { kind: "born" } : { kind: "released" };
+    const problem = lingerAnnotationProblem(annotations);
+    if (problem) this.#logger?.warn({ target: target.id }, problem);
+    const seconds = lingerSecondsFor(annotations, this.#lingerSeconds);
+    if (seconds === 0) {
+      await this.release(target);
+      return { kind: "released" };
+    }
+    const value = lingerUntilValue(this.#now(), seconds);
+    if (annotations[LINGER_UNTIL_ANNOTATION] !== value)
+      await this.#patchOps(
+        target.kind,
+        workload,
+        annotationsPatch(workload, { [LINGER_UNTIL_ANNOTATION]: value }),
+      );
+    this.#logger?.info(
+      { target: target.id, until: value },
+      "last session on the target ended; the agent stays idle until then",
+    );
+    return { kind: "lingering", until: lingerUntil({ [LINGER_UNTIL_ANNOTATION]: value })! };
+  }
+
+  /**
+   * `switchyard agents remove` while sessions still use the agent: the last of them ending
+   * restores at once (the mark wins over any linger). Nothing to mark when nothing is ours.
+   */
+  async requestRemoval(target: AgentTarget): Promise<boolean> {
+    if (target.kind !== "deployment" && target.kind !== "statefulset") return false;
+    const workload = await this.#read(target.kind, target.namespace, target.name);
+    if (!workload || workload.metadata!.annotations?.[ORIGINAL_TEMPLATE_ANNOTATION] === undefined)
+      return false;
+    if (workload.metadata!.annotations[REMOVE_REQUESTED_ANNOTATION] === undefined)
+      await this.#patchOps(
+        target.kind,
+        workload,
+        annotationsPatch(workload, { [REMOVE_REQUESTED_ANNOTATION]: new Date(this.#now()).toISOString() }),
+      );
+    return true;
+  }
+
+  async carries(target: AgentTarget): Promise<"template" | "born" | "none"> {
+    if (target.kind !== "deployment" && target.kind !== "statefulset") return "none";
+    const workload = await this.#read(target.kind, target.namespace, target.name);
+    if (!workload) return "none";
+    if (
+      workload.metadata!.annotations?.[ORIGINAL_TEMPLATE_ANNOTATION] !== undefined ||
+      hasSidecar(workload.spec!.template.spec)
+    )
+      return "template";
+    return (await this.#optedIn(workload)) ? "born" : "none";
+  }
+
+  /** Whether the workload's pods are born with the agent: it, or its namespace, opted in. */
+  async #optedIn(workload: Workload): Promise<boolean> {
+    if (workload.metadata!.annotations?.[INJECT_ANNOTATION] === "true") return true;
+    const ns = await this.#core.readNamespace({ name: workload.metadata!.namespace! });
+    return ns.metadata?.labels?.[INJECT_NAMESPACE_LABEL] === "enabled";
+  }
+
+  async release(target: AgentTarget): Promise<void> {
     if (target.kind !== "deployment" && target.kind !== "statefulset") return;
     const workload = await this.#read(target.kind, target.namespace, target.name);
     if (!workload) return;
@@ -182,6 +291,9 @@ export class SidecarAgentProvisioner implements AgentProvisioner {
     await this.#patch(target.kind, workload, restored, {
       [ORIGINAL_TEMPLATE_ANNOTATION]: undefined,
       [PATCHED_TEMPLATE_ANNOTATION]: undefined,
+      [INJECTED_AT_ANNOTATION]: undefined,
+      [LINGER_UNTIL_ANNOTATION]: undefined,
+      [REMOVE_REQUESTED_ANNOTATION]: undefined,
     });
     this.#logger?.info({ target: target.id }, "restored the original pod template");
   }
@@ -306,6 +418,14 @@ export function workloadPatch(
   template: V1PodTemplateSpec,
   ours: Record<string, string | undefined>,
 ): JsonPatchOp[] {
+  return [...annotationsPatch(workload, ours), { op: "replace", path: "/spec/template", value: template }];
+}
+
+/** The JSON patch that writes only `ours` (set, or removed when undefined) onto `workload` as read. */
+export function annotationsPatch(
+  workload: Workload,
+  ours: Record<string, string | undefined>,
+): JsonPatchOp[] {
   const ops: JsonPatchOp[] = [
     { op: "replace", path: "/metadata/resourceVersion", value: workload.metadata!.resourceVersion },
   ];
@@ -321,8 +441,15 @@ export function workloadPatch(
       else if (key in annotations) ops.push({ op: "remove", path });
     }
   }
-  ops.push({ op: "replace", path: "/spec/template", value: template });
   return ops;
+}
+
+/** Every pod of the target (at least one) carries the agent with this secret hash from birth. */
+function allBornWithAgent(pods: readonly V1Pod[], secretHash: string): boolean {
+  return (
+    pods.length > 0 &&
+    pods.every((p) => hasSidecar(p.spec) && p.metadata?.annotations?.[SECRET_HASH_ANNOTATION] === secretHash)
+  );
 }
 
 function hostForUrl(ip: string): string {

@@ -52,6 +52,7 @@ export function childConnectParams(
   if (!parent) return undefined;
   const out: ConnectParams = {};
   if (parent.featureFlags) out.featureFlags = parent.featureFlags;
+  if (parent.releaseAgents) out.releaseAgents = true;
   if (parent.sqsSplit) out.sqsSplit = parent.sqsSplit;
   if (!isDefault && parent.sqsSplit && outputQueues && Object.keys(outputQueues).length > 0)
     out.outputQueues = outputQueues;

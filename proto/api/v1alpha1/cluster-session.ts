@@ -133,11 +133,6 @@ export const ClusterSessionStatus = Type.Object(
   },
   {
     description: "Observed state, written by the member control plane (renewedAt by the owning Primary).",
-    ...cel({
-      rule: "!has(self.phase) || self.phase != 'Ready' || (has(self.gateway) && has(self.pod))",
-      message: "a Ready session must name its gateway and resolved pod",
-      fieldPath: ".phase",
-    }),
   },
 );
 
@@ -159,6 +154,15 @@ export const clusterSessionCrd = {
   spec: ClusterSessionSpec,
   status: ClusterSessionStatus,
   rootRules: [
+    {
+      // A release-only session (connectParams.releaseAgents) serves no pod: Ready means answered.
+      rule:
+        "!has(self.status) || !has(self.status.phase) || self.status.phase != 'Ready' || " +
+        "(has(self.status.gateway) && has(self.status.pod)) || " +
+        "(has(self.spec.connectParams) && has(self.spec.connectParams.releaseAgents) && self.spec.connectParams.releaseAgents)",
+      message: "a Ready session must name its gateway and resolved pod",
+      fieldPath: ".status.phase",
+    },
     {
       rule: "!has(self.spec.parent) || self.metadata.name == self.spec.parent.name + '-' + self.spec.parent.cluster",
       message: "a child ClusterSession must be named <spec.parent.name>-<spec.parent.cluster>",

@@ -150,6 +150,14 @@ export const ConnectParams = Type.Object(
         },
       ),
     ),
+    releaseAgents: Type.Optional(
+      Type.Boolean({
+        description:
+          "This session only removes the idle agents of its target (switchyard agents remove): every " +
+          "workload cluster restores the target's template now, or once the sessions still using its " +
+          "agents have ended; it provisions nothing and carries no traffic.",
+      }),
+    ),
     featureFlags: Type.Optional(
       MapOf(FLAG_PATTERN, Type.Boolean(), {
         description: "Feature flags the CLI requested (name → enabled).",

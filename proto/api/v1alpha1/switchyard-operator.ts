@@ -134,6 +134,53 @@ export const SwitchyardOperatorSpec = Type.Object(
   },
 );
 
+/** Most agent entries one cluster lists in status (counts stay exact beyond it). */
+export const MAX_AGENT_ENTRIES = 100;
+
+export const AgentEntry = Type.Object({
+  namespace: DnsLabel("Namespace of the target."),
+  target: Type.String({
+    description: "The workload carrying the agent, as <kind>/<name> (deployment/… or statefulset/…).",
+    maxLength: 300,
+    pattern: "^(deployment|statefulset)/[a-z0-9]([-a-z0-9.]*[a-z0-9])?$",
+  }),
+  since: Type.Optional(
+    Timestamp("When the agent went into the workload (template patch or first pod born with it)."),
+  ),
+  lingerUntil: Type.Optional(
+    Type.String({
+      description:
+        "Set while no session uses the agent: when it is removed (RFC 3339), or never (until removed).",
+      maxLength: 64,
+    }),
+  ),
+  sessions: NonNegativeInt("Sessions on this cluster using the agent."),
+  pods: NonNegativeInt("Pods of the target running the agent."),
+  bornWithAgent: Type.Optional(
+    Type.Boolean({
+      description: "The workload opted in: its pods are born with the agent (admission webhook).",
+    }),
+  ),
+});
+
+export const AgentsSummary = Type.Object(
+  {
+    injected: NonNegativeInt("Workloads carrying the agent on this cluster, in use or not."),
+    lingering: NonNegativeInt("Of those, workloads no session uses (the agent idles until lingerUntil)."),
+    items: Type.Optional(
+      Type.Array(AgentEntry, {
+        description: `The workloads, at most ${MAX_AGENT_ENTRIES} (in use first, then by namespace and name).`,
+        maxItems: MAX_AGENT_ENTRIES,
+      }),
+    ),
+  },
+  {
+    description:
+      "Sidecar agents this cluster's member keeps in workloads (in use by sessions or lingering idle), " +
+      "from its watch caches.",
+  },
+);
+
 export const ConnectedClusterStatus = Type.Object(
   {
     name: DnsLabel("Cluster name."),
@@ -153,6 +200,7 @@ export const ConnectedClusterStatus = Type.Object(
     error: Type.Optional(Message("Why the last check failed.")),
     lastCheck: Timestamp("When the cluster was last checked."),
     latencyMs: Type.Optional(NonNegativeInt("Round trip of the last check, in milliseconds.")),
+    agents: Type.Optional(AgentsSummary),
     credentialExpiresAt: Type.Optional(
       Timestamp("When the credential used for this cluster expires (token or client certificate)."),
     ),
@@ -207,6 +255,7 @@ export const SwitchyardOperatorStatus = Type.Object(
         },
       ),
     ),
+    agents: Type.Optional(AgentsSummary),
     conditions: Type.Optional(Conditions()),
     observedGeneration: Type.Optional(ObservedGeneration()),
   },
@@ -215,6 +264,8 @@ export const SwitchyardOperatorStatus = Type.Object(
 
 export type SwitchyardOperatorSpec = Static<typeof SwitchyardOperatorSpec>;
 export type SwitchyardOperatorStatus = Static<typeof SwitchyardOperatorStatus>;
+export type AgentsSummary = Static<typeof AgentsSummary>;
+export type AgentEntry = Static<typeof AgentEntry>;
 export type SwitchyardOperator = CustomResource<SwitchyardOperatorSpec, SwitchyardOperatorStatus>;
 
 export const switchyardOperatorCrd = {
@@ -260,6 +311,20 @@ export const switchyardOperatorCrd = {
       type: "integer",
       jsonPath: ".status.sessions.clusterSessions",
       description: "Sessions served here.",
+      priority: 1,
+    },
+    {
+      name: "Agents",
+      type: "integer",
+      jsonPath: ".status.agents.injected",
+      description: "Workloads carrying the agent here.",
+      priority: 1,
+    },
+    {
+      name: "Lingering",
+      type: "integer",
+      jsonPath: ".status.agents.lingering",
+      description: "Of those, idle (no session).",
       priority: 1,
     },
     {

@@ -533,6 +533,8 @@ describe("kubectl get is informative", () => {
       "Protocol",
       "Ready",
       "Sessions",
+      "Agents",
+      "Lingering",
       "Router",
       "Age",
     ]);

@@ -1,3 +1,4 @@
+import { pino } from "pino";
 // Test harness for member mode: a RouteDiscovery server (real gRPC over TLS, routers
 // authenticated by client certificate) in front of a snapshot cache, a router-side
 // RouteDiscoveryClient that records the table it is pushed, and helpers to start a
@@ -95,6 +96,9 @@ export function startMember(
     provisioner,
     routes,
     waitingRecheckMs: 500,
+    ...(process.env.SWITCHYARD_TEST_MEMBER_LOG
+      ? { logger: pino({ level: "debug" }, pino.destination(2)) }
+      : {}),
     ...(opts.now ? { now: opts.now } : {}),
     ...(opts.allowList ? { allowList: opts.allowList } : {}),
   });
