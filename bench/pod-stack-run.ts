@@ -50,11 +50,13 @@ export async function onPodStack(label: string, work: (stack: PodStack) => Promi
   for (const line of closing) console.log(line);
 }
 
-/** `switchyard exec … --steal --port 8080:<localPort> -- node local-app.mjs`, as the developer runs it. */
-export function stealExecCommand(stack: PodStack, localPort: number) {
+/** `switchyard exec … --steal --port 8080:<localPort> -- node local-app.mjs`, as the developer runs it (default target: the demo). */
+export function stealExecCommand(stack: PodStack, localPort: number, target?: string) {
+  const args = [...stack.developerCliArgs];
+  if (target) args[args.indexOf("-t") + 1] = target;
   return tsx("cli/src/main.ts", [
     "exec",
-    ...stack.developerCliArgs,
+    ...args,
     "--steal",
     "--port",
     `8080:${localPort}`,

@@ -9,7 +9,7 @@
 //   failover [--runs n]                                             leader failover on the Lease: crash vs clean stop
 //   primary-latency [--sequential n] [--concurrent n]               the Primary's share of session start-up
 //   member-latency [--sessions n]                                   member create -> Ready, table push to a router
-//   pods [--runs n] [--requests n]                                  real pods: exec -> Ready, memory, stolen vs direct
+//   pods [--runs n] [--rps-requests n] [--requests n]               real pods: cold vs warm sessions, idle agent cost, memory, stolen vs direct
 //   chaos [--only list] [--sessions n] [--rate n] [--duration s] [--kill-every s] [--outage s]
 //                                                                   real pods: leader, router, API server, client kills
 //   branching [--size-mb n] [--runs n] [--no-pods]                  database branches: time to Ready vs the plain tools
@@ -209,16 +209,25 @@ program
 program
   .command("pods")
   .description(
-    "real pods: exec -> Ready with injection and rollout, agent/router/control-plane memory, stolen vs direct GETs",
+    "real pods: cold vs warm sessions (exec -> stolen, rollouts), idle-agent cost, agent/router/control-plane memory, stolen vs direct GETs",
   )
   .option(
     "--runs <n>",
-    "exec -> Ready runs (each injects, rolls out and restores)",
+    "rounds of cold session, idle agent, warm session and removal",
     String(defaultPodsBench.runs),
   )
+  .option(
+    "--rps-requests <n>",
+    "GETs per req/s measurement, without an agent and with an idle one",
+    String(defaultPodsBench.rpsRequests),
+  )
   .option("--requests <n>", "sequential GETs per side, direct and stolen", String(defaultPodsBench.requests))
-  .action(async (o: { runs: string; requests: string }) => {
-    await runPodsBench({ runs: Number(o.runs), requests: Number(o.requests) });
+  .action(async (o: { runs: string; requests: string; rpsRequests: string }) => {
+    await runPodsBench({
+      runs: Number(o.runs),
+      requests: Number(o.requests),
+      rpsRequests: Number(o.rpsRequests),
+    });
     process.exit(0);
   });
 program

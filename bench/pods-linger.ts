@@ -1,0 +1,189 @@
+// Sessions without rollouts, on real pods, side by side in one run. Each round:
+//   1. `switchyard agents remove deployment/demo` and the rollout back: no agent anywhere;
+//      the app's req/s through east's demo NodePort with no agent;
+//   2. a cold session (`exec --steal` while no pod runs the agent): exec → the first stolen
+//      request in every cluster, then Ctrl-C: the agent stays, idle (linger);
+//   3. the app's req/s with that idle agent in every pod (no session: a pure pass-through);
+//   4. a warm session on the lingering agent: exec → stolen in every cluster, Ctrl-C;
+//   5. the removal again, which is the cold session's restore.
+// Rollouts are counted, not guessed: the Deployment's `deployment.kubernetes.io/revision`
+// moves once per rollout (a new ReplicaSet, or an old one made current again). A cold
+// session's agent costs its injection and its restore; a warm session should cost none.
+import type { PodStack } from "../test/env/pod-stack.js";
+import { Agent } from "node:http";
+import { AppsV1Api } from "@kubernetes/client-node";
+import { LINGER_UNTIL_ANNOTATION } from "../control-plane/src/member/agent-annotations.js";
+import { launch, tsx } from "../test/support/launch.js";
+import { eventually } from "../test/support/poll.js";
+import {
+  kc,
+  msUntil,
+  rolledOut,
+  sec,
+  startExec,
+  stolenOnce,
+  stopExec,
+  timedGet,
+  WAIT,
+} from "./pods-support.js";
+import { pct, round } from "./stats-support.js";
+
+export interface LingerRound {
+  coldMs: number;
+  warmMs: number;
+  /** Per cluster: rollouts of the cold session's agent (injection + restore) and of the warm session. */
+  coldRollouts: Record<string, number>;
+  warmRollouts: Record<string, number>;
+  /** req/s through east's NodePort, answered by the app, with no agent and with an idle one. */
+  noAgentRps?: number;
+  idleAgentRps?: number;
+}
+
+const REVISION = "deployment.kubernetes.io/revision";
+
+async function revisions(stack: PodStack): Promise<Record<string, number>> {
+  const out: Record<string, number> = {};
+  for (const c of Object.keys(stack.workloads)) {
+    const d = await kc(stack, c)
+      .makeApiClient(AppsV1Api)
+      .readNamespacedDeployment({ name: "demo", namespace: "default" });
+    out[c] = Number(d.metadata?.annotations?.[REVISION] ?? 0);
+  }
+  return out;
+}
+
+const delta = (a: Record<string, number>, b: Record<string, number>) =>
+  Object.fromEntries(Object.keys(a).map((c) => [c, b[c]! - a[c]!]));
+
+/** `switchyard agents remove deployment/demo` as the developer runs it, then every rollout back. */
+async function removeAgents(stack: PodStack): Promise<void> {
+  const args = stack.developerCliArgs.slice(0, 4); // --kubeconfig <file> -n default
+  const p = await launch({
+    name: "switchyard-agents-remove",
+    ...tsx("cli/src/main.ts", ["agents", "remove", "deployment/demo", ...args]),
+  });
+  const code = await p.exited;
+  if (code !== 0) throw new Error(`switchyard agents remove exited with ${code}:\n${p.output()}`);
+  for (const c of Object.keys(stack.workloads))
+    await eventually(`${c}'s demo without the agent`, () => rolledOut(kc(stack, c), false), WAIT);
+}
+
+/** Every demo pod runs the agent and the template carries a linger record (no session on it). */
+async function lingering(stack: PodStack): Promise<void> {
+  for (const c of Object.keys(stack.workloads))
+    await eventually(
+      `${c}'s agent lingering`,
+      async () => {
+        const d = await kc(stack, c)
+          .makeApiClient(AppsV1Api)
+          .readNamespacedDeployment({ name: "demo", namespace: "default" });
+        return (
+          d.metadata?.annotations?.[LINGER_UNTIL_ANNOTATION] !== undefined &&
+          (await rolledOut(kc(stack, c), true))
+        );
+      },
+      WAIT,
+    );
+}
+
+/** exec → the first stolen request through every cluster's NodePort; Ctrl-C after. */
+async function sessionToStolen(stack: PodStack): Promise<number> {
+  const e = await startExec(stack);
+  try {
+    const ms = await Promise.all(
+      Object.keys(stack.workloads).map((c) =>
+        msUntil(
+          e,
+          `a stolen request through ${c}'s NodePort`,
+          () => stolenOnce(stack.workloads[c]!.demoUrl),
+          25,
+        ),
+      ),
+    );
+    return Math.max(...ms);
+  } catch (err) {
+    (err as Error).message += `\nswitchyard exec output:\n${e.proc.output().slice(-3000)}`;
+    throw err;
+  } finally {
+    const status = await stopExec(e);
+    if (status !== 130) console.log(`switchyard exec exited with ${status} (expected 130)`);
+  }
+}
+
+/** `requests` GETs over `connections` kept-alive connections, each answered by the app: req/s. */
+async function appRps(url: string, requests: number, connections = 8): Promise<number> {
+  const agents = Array.from({ length: connections }, () => new Agent({ keepAlive: true, maxSockets: 1 }));
+  try {
+    let next = 0;
+    const worker = async (agent: Agent) => {
+      while (next < requests) {
+        const i = next++;
+        const a = await timedGet(`${url}/rps/${i}`, agent);
+        if (!a.servedBy?.startsWith("app-"))
+          throw new Error(`GET #${i} answered by ${a.servedBy ?? "nobody"}`);
+      }
+    };
+    // Warm-up: every connection opened and used once.
+    await Promise.all(agents.map((a) => timedGet(`${url}/warm`, a)));
+    const t0 = performance.now();
+    await Promise.all(agents.map(worker));
+    return requests / ((performance.now() - t0) / 1000);
+  } finally {
+    for (const a of agents) a.destroy();
+  }
+}
+
+export async function sessionsWithoutRollouts(stack: PodStack, rounds: number, rpsRequests: number) {
+  const east = stack.workloads.east!.demoUrl;
+  const rows: LingerRound[] = [];
+  for (let n = 1; n <= rounds; n++) {
+    await removeAgents(stack);
+    const noAgentRps = await appRps(east, rpsRequests);
+    const r0 = await revisions(stack);
+    const coldMs = await sessionToStolen(stack);
+    await lingering(stack);
+    const idleAgentRps = await appRps(east, rpsRequests);
+    const r1 = await revisions(stack);
+    const warmMs = await sessionToStolen(stack);
+    await lingering(stack);
+    const r2 = await revisions(stack);
+    await removeAgents(stack);
+    const r3 = await revisions(stack);
+    const coldRollouts = Object.fromEntries(
+      Object.entries(delta(r0, r1)).map(([c, n]) => [c, n + delta(r2, r3)[c]!]),
+    );
+    const row = { coldMs, warmMs, coldRollouts, warmRollouts: delta(r1, r2), noAgentRps, idleAgentRps };
+    rows.push(row);
+    console.log(
+      `round ${n}/${rounds}: cold exec → stolen in both ${sec(coldMs)} (${JSON.stringify(coldRollouts)} rollouts), ` +
+        `warm ${sec(warmMs)} (${JSON.stringify(row.warmRollouts)}); app ${Math.round(noAgentRps)} req/s without ` +
+        `an agent, ${Math.round(idleAgentRps)} with an idle one`,
+    );
+  }
+  const dist = (xs: number[]) => ({ p50: round(pct(xs, 50) / 1000, 2), p90: round(pct(xs, 90) / 1000, 2) });
+  const maxOf = (pick: (r: LingerRound) => Record<string, number>) =>
+    Math.max(...rows.flatMap((r) => Object.values(pick(r))));
+  const minOf = (pick: (r: LingerRound) => Record<string, number>) =>
+    Math.min(...rows.flatMap((r) => Object.values(pick(r))));
+  const none = rows.map((r) => r.noAgentRps!);
+  const idle = rows.map((r) => r.idleAgentRps!);
+  return {
+    rounds: rows.map((r) => ({
+      ...r,
+      coldS: round(r.coldMs / 1000, 2),
+      warmS: round(r.warmMs / 1000, 2),
+      noAgentRps: Math.round(r.noAgentRps!),
+      idleAgentRps: Math.round(r.idleAgentRps!),
+    })),
+    coldS: dist(rows.map((r) => r.coldMs)),
+    warmS: dist(rows.map((r) => r.warmMs)),
+    coldRollouts: { min: minOf((r) => r.coldRollouts), max: maxOf((r) => r.coldRollouts) },
+    warmRollouts: { min: minOf((r) => r.warmRollouts), max: maxOf((r) => r.warmRollouts) },
+    rps: {
+      requests: rpsRequests,
+      noAgent: Math.round(pct(none, 50)),
+      idleAgent: Math.round(pct(idle, 50)),
+      ratio: round(pct(idle, 50) / pct(none, 50), 2),
+    },
+  };
+}
