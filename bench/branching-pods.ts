@@ -7,7 +7,7 @@
 import { CoreV1Api, type KubeConfig } from "@kubernetes/client-node";
 import type { Logger } from "pino";
 import { BranchController } from "../control-plane/src/branching/branch-controller.js";
-import { PgPodBranches } from "../control-plane/src/branching/pod-branches.js";
+import { PgPodBranches } from "../control-plane/src/branching/pod/pod-branches.js";
 import { installCrds } from "../control-plane/src/runtime/index.js";
 import { pgBranchDatabaseClient, type BranchDatabase } from "../proto/api/v1alpha1/index.js";
 import { POSTGRES_IMAGE, postgresImage, postgresPodSpec } from "../test/env/databases/postgres-image.js";

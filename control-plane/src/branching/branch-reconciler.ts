@@ -7,9 +7,12 @@
 //   Pending   → source resolved, copy planned, the provisioner makes the branch; the Secret
 //               gets the address and URL; status Ready (or Failed with the reason);
 //   Ready/Failed → lifetime: expiresAt kept ahead while sessions use it, CR deleted when it lapses.
-// Errors a retry cannot fix (a source variable that is not a URL, bad credentials, a filter
-// the source rejects) are Failed at once; others are retried with backoff and become Failed
-// after `maxAttempts` in a row, so the CLI waiting for the branch gets an answer.
+// Failures take the runtime's error kinds: one a retry cannot fix (a source variable that is
+// not a URL, bad credentials, a filter the source rejects) is a TerminalReconcileError, which
+// the Controller hands to onTerminalError: Failed with its reason. Others are transient: the
+// Controller retries them with backoff, the Ready condition shows the attempt, and the
+// `maxAttempts`-th in a row is terminal, so the CLI waiting for the branch gets an answer. The
+// attempts are counted in that condition, not in memory: a restart or failover goes on counting.
 import type { Logger } from "pino";
 import {
   BRANCH_TTL_SECONDS_DEFAULT,
@@ -21,8 +24,15 @@ import {
   type ClusterSession,
   type CustomResourceClient,
 } from "../../../proto/api/v1alpha1/index.js";
-import type { ObjectKey, ReconcileResult, Reconciler } from "../runtime/index.js";
-import { TransientReconcileError } from "../runtime/index.js";
+import {
+  reconcileErrorKind,
+  TerminalReconcileError,
+  TransientReconcileError,
+  type ObjectKey,
+  type ReconcileResult,
+  type Reconciler,
+} from "../runtime/index.js";
+import { BranchError, type BranchErrorKind } from "./branch-error.js";
 import { generateBranchIdentifiers } from "./branch-identifiers.js";
 import type { BranchKubeReads } from "./branch-kube-reads.js";
 import { decideLifetime, sessionsUsingBranch } from "./branch-lifetime.js";
@@ -31,7 +41,7 @@ import type { BranchProvisioner } from "./branch-provisioner.js";
 import type { BranchSecretStore } from "./branch-secret-store.js";
 import { resolveBranchSource } from "./branch-source.js";
 import { branchConnectionUrl } from "./connection-url.js";
-import { planCopy } from "./copy-plan.js";
+import { CopyPlanError, planCopy } from "./copy-plan.js";
 
 /** Finalizer of a branch CR in the cluster that made its database. */
 export const BRANCH_CLEANUP_FINALIZER = "switchyard.dev/branch-cleanup";
@@ -61,9 +71,30 @@ interface Failure {
   message: string;
 }
 
+// The Ready message of a branch whose last attempt failed and is retried.
+const RETRYING = /^attempt (\d+) failed, retrying: /;
+const retryingMessage = (attempt: number, message: string) =>
+  `attempt ${attempt} failed, retrying: ${message}`;
+
+/** Attempts in a row that failed so far, as the CR's Ready condition says (0 when it shows none). */
+export function failedAttempts(status: BranchDatabaseStatus | undefined): number {
+  const ready = status?.conditions?.find((c) => c.type === "Ready");
+  const n = ready?.status === "False" ? RETRYING.exec(ready.message ?? "")?.[1] : undefined;
+  return n === undefined ? 0 : Number(n);
+}
+
+/** A failed attempt's reason and kind: whether retrying can help. */
+function failureOf(err: unknown): Failure & { kind: BranchErrorKind } {
+  const message = err instanceof Error ? err.message : String(err);
+  if (err instanceof BranchError) return { reason: err.reason, message, kind: err.kind };
+  // A spec.copy the plan refuses, as the CR wrote it.
+  if (err instanceof CopyPlanError) return { reason: "CopyInvalid", message, kind: "terminal" };
+  if (err instanceof TerminalReconcileError) return { reason: err.reason, message, kind: "terminal" };
+  return { reason: "ProvisionFailed", message, kind: "transient" };
+}
+
 export class BranchReconciler implements Reconciler {
   readonly #o: BranchReconcilerOptions;
-  readonly #attempts = new Map<string, number>();
 
   constructor(o: BranchReconcilerOptions) {
     this.#o = o;
@@ -95,18 +126,18 @@ export class BranchReconciler implements Reconciler {
     const name = cr.metadata.name!;
     const provisioner = this.#o.provisioner;
     if (!provisioner) {
-      return this.#fail(cr, {
-        reason: "NoProvisioner",
-        message: `no ${kind === "PgBranchDatabase" ? "PostgreSQL" : "MySQL/MariaDB"} branch provisioner is configured in this cluster: ${this.#o.provisionerHint}`,
-      });
+      throw new TerminalReconcileError(
+        "NoProvisioner",
+        `no ${kind === "PgBranchDatabase" ? "PostgreSQL" : "MySQL/MariaDB"} branch provisioner is configured in this cluster: ${this.#o.provisionerHint}`,
+      );
     }
     const uid = cr.metadata.uid!;
     const stored = await this.#o.secrets.read(namespace, secretName, uid);
     if (stored.state === "foreign") {
-      return this.#fail(cr, {
-        reason: "SecretConflict",
-        message: `Secret ${secretName} in namespace ${namespace} exists and is not this branch's; rename or delete it, or give the branch another name`,
-      });
+      throw new TerminalReconcileError(
+        "SecretConflict",
+        `Secret ${secretName} in namespace ${namespace} exists and is not this branch's; rename or delete it, or give the branch another name`,
+      );
     }
     let credentials = stored.state === "ours" ? stored.credentials : undefined;
     if (stored.state === "ours" && !credentials) {
@@ -139,7 +170,6 @@ export class BranchReconciler implements Reconciler {
       );
     }
     const started = (this.#o.now ?? Date.now)();
-    const attemptKey = `${namespace}/${name}`;
     let made;
     try {
       const reads = await this.#o.reads.target(namespace, cr.spec.target);
@@ -162,27 +192,8 @@ export class BranchReconciler implements Reconciler {
       );
     } catch (err) {
       if (signal.aborted) throw err;
-      const e = err as Error & { terminal?: boolean; reason?: string; field?: string };
-      const reason = e.reason ?? (e.name === "CopyPlanError" ? "CopyInvalid" : "ProvisionFailed");
-      const attempts = (this.#attempts.get(attemptKey) ?? 0) + 1;
-      this.#attempts.set(attemptKey, attempts);
-      this.#o.metrics.failed(kind, reason);
-      if (e.terminal || e.name === "CopyPlanError" || attempts >= (this.#o.maxAttempts ?? 5)) {
-        this.#attempts.delete(attemptKey);
-        return this.#fail(cr, { reason, message: e.message });
-      }
-      await this.#writeStatus(
-        cr,
-        {},
-        {
-          status: "False",
-          reason,
-          message: `attempt ${attempts} failed, retrying: ${e.message}`,
-        },
-      );
-      throw new TransientReconcileError(e.message, { cause: err });
+      throw await this.#failedAttempt(cr, err);
     }
-    this.#attempts.delete(attemptKey);
     const url = branchConnectionUrl(kind, {
       host: made.host,
       port: made.port,
@@ -223,6 +234,35 @@ export class BranchReconciler implements Reconciler {
     return { requeueAfterMs: ttl * 1000 };
   }
 
+  /**
+   * A failed attempt to make the branch, as the error the Controller acts on: terminal when
+   * retrying cannot help or this was the last attempt; else transient, the attempt shown.
+   */
+  async #failedAttempt(
+    cr: BranchDatabase,
+    err: unknown,
+  ): Promise<TerminalReconcileError | TransientReconcileError> {
+    const failure = failureOf(err);
+    this.#o.metrics.failed(this.#o.kind, failure.reason);
+    const attempt = failedAttempts(cr.status) + 1;
+    if (failure.kind === "terminal" || attempt >= (this.#o.maxAttempts ?? 5))
+      return new TerminalReconcileError(failure.reason, failure.message, { cause: err });
+    await this.#writeStatus(
+      cr,
+      {},
+      { status: "False", reason: failure.reason, message: retryingMessage(attempt, failure.message) },
+    );
+    return new TransientReconcileError(failure.message, { cause: err });
+  }
+
+  /** A terminal failure of a branch being made: Failed with its reason, expiring a TTL later. */
+  async onTerminalError(key: ObjectKey, error: TerminalReconcileError): Promise<void> {
+    const cr = await this.#o.client.get({ namespace: key.namespace!, name: key.name });
+    // Gone or going: the finalizer (this reconciler's) decides what is left to do.
+    if (!cr || cr.metadata.deletionTimestamp) return;
+    await this.#fail(cr, { reason: error.reason, message: error.message });
+  }
+
   async #lifetime(cr: BranchDatabase): Promise<ReconcileResult> {
     const namespace = cr.metadata.namespace!;
     const name = cr.metadata.name!;
@@ -256,15 +296,21 @@ export class BranchReconciler implements Reconciler {
     const stored = await this.#o.secrets.read(namespace, secretName, cr.metadata.uid!);
     const credentials = stored.state === "ours" ? stored.credentials : undefined;
     if (credentials && this.#o.provisioner) {
-      await this.#o.provisioner.drop(
-        {
-          kind: this.#o.kind,
-          cr: { namespace, name },
-          branchName: credentials.database,
-          user: credentials.user,
-        },
-        signal,
-      );
+      try {
+        await this.#o.provisioner.drop(
+          {
+            kind: this.#o.kind,
+            cr: { namespace, name },
+            branchName: credentials.database,
+            user: credentials.user,
+          },
+          signal,
+        );
+      } catch (err) {
+        // A branch being deleted is never Failed: whatever stops the drop is retried.
+        if (reconcileErrorKind(err) !== "terminal") throw err;
+        throw new TransientReconcileError(err instanceof Error ? err.message : String(err), { cause: err });
+      }
     }
     await this.#o.secrets.delete(namespace, secretName, cr.metadata.uid!);
     await this.#o.client.patch(
@@ -275,7 +321,7 @@ export class BranchReconciler implements Reconciler {
     this.#o.logger.info({ kind: this.#o.kind, namespace, name }, "database branch dropped");
   }
 
-  async #fail(cr: BranchDatabase, f: Failure): Promise<ReconcileResult> {
+  async #fail(cr: BranchDatabase, f: Failure): Promise<void> {
     const now = (this.#o.now ?? Date.now)();
     const ttl = cr.spec.ttlSeconds ?? BRANCH_TTL_SECONDS_DEFAULT;
     await this.#writeStatus(
@@ -293,7 +339,6 @@ export class BranchReconciler implements Reconciler {
       },
       "database branch failed",
     );
-    return { requeueAfterMs: ttl * 1000 };
   }
 
   async #writeStatus(

@@ -8,7 +8,10 @@ import type { V1Container, V1EnvVar, V1PodSpec } from "@kubernetes/client-node";
 import type { BranchDatabaseSpec, BranchKind } from "../../../proto/api/v1alpha1/index.js";
 import { BRANCH_ENGINES } from "../../../proto/api/v1alpha1/index.js";
 import { resolveTarget, type TargetSource } from "../member/target-resolver.js";
+import { BranchError, type BranchErrorKind } from "./branch-error.js";
 import { parseSourceUrl, SourceUrlError, type SourceDatabase } from "./connection-url.js";
+
+export const BRANCH_SOURCE_UNRESOLVED = "SWITCHYARD_BRANCH_SOURCE_UNRESOLVED";
 
 /** Reads one key of a Secret or ConfigMap in a namespace; undefined when the object or key is absent. */
 export interface KeyReader {
@@ -17,18 +20,15 @@ export interface KeyReader {
 }
 
 /**
- * The source could not be resolved. `terminal`: the CR itself is wrong (a variable that is
- * not a URL, an expansion the controller cannot follow); otherwise something may still
- * appear (the workload, the Secret) and the controller retries.
+ * The source could not be resolved. Terminal: the CR itself is wrong (a variable that is
+ * not a URL, an expansion the controller cannot follow); transient (the default): something
+ * may still appear (the workload, the Secret) and the controller retries.
  */
-export class BranchSourceError extends Error {
-  constructor(
-    readonly reason: string,
-    message: string,
-    readonly terminal = false,
-  ) {
-    super(message);
-    this.name = "BranchSourceError";
+export class BranchSourceError extends BranchError {
+  readonly code = BRANCH_SOURCE_UNRESOLVED;
+
+  constructor(reason: string, message: string, kind: BranchErrorKind = "transient") {
+    super(reason, message, kind);
   }
 }
 
@@ -47,7 +47,8 @@ export async function resolveBranchSource(
     try {
       return parseSourceUrl(kind, text, from);
     } catch (err) {
-      if (err instanceof SourceUrlError) throw new BranchSourceError("SourceInvalid", err.message, true);
+      if (err instanceof SourceUrlError)
+        throw new BranchSourceError("SourceInvalid", err.message, "terminal");
       throw err;
     }
   }
@@ -92,7 +93,7 @@ async function envValue(
       "SourceVariableMissing",
       `spec.source.fromEnv.name: ${where} has no env entry ${variable} (envFrom is not read); ` +
         "name the variable that holds the database URL, or give the source's host, database and user instead",
-      true,
+      "terminal",
     );
   }
   if (entry.value !== undefined) {
@@ -101,7 +102,7 @@ async function envValue(
         "SourceInvalid",
         `spec.source.fromEnv.name: ${variable} of ${where} refers to other variables with $(...), ` +
           "which the branching controller does not expand; give the source's fields explicitly",
-        true,
+        "terminal",
       );
     }
     return entry.value;
@@ -126,6 +127,6 @@ async function envValue(
     "SourceInvalid",
     `spec.source.fromEnv.name: ${variable} of ${where} is set from a field or resource reference, ` +
       "not a value, Secret or ConfigMap key; give the source's fields explicitly",
-    true,
+    "terminal",
   );
 }

@@ -12,10 +12,10 @@ import { registryWorkloadClusters } from "../primary/workload-clusters.js";
 import type { ControllerMetrics } from "../runtime/index.js";
 import { BranchController } from "./branch-controller.js";
 import { BranchMetrics } from "./branch-metrics.js";
-import { BranchSyncController } from "./branch-sync-controller.js";
-import { BranchSyncMetrics } from "./branch-sync-metrics.js";
+import { BranchSyncController } from "./sync/branch-sync-controller.js";
+import { BranchSyncMetrics } from "./sync/branch-sync-metrics.js";
 import { placeBranchControllers, type ControllerPlacement } from "./controller-placement.js";
-import { podProvisioners } from "./pod-provisioners.js";
+import { podProvisioners } from "./pod/pod-provisioners.js";
 import { BRANCH_PROVISIONER_HINT, serverProvisioners } from "./server-provisioners.js";
 
 export interface BranchingParts {

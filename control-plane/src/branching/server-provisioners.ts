@@ -6,8 +6,8 @@ import type { Logger } from "pino";
 import type { BranchKind } from "../../../proto/api/v1alpha1/index.js";
 import type { BranchProvisioner } from "./branch-provisioner.js";
 import type { BranchingOptions } from "./branching-options.js";
-import { MysqlServerBranches } from "./mysql-server-branches.js";
-import { PgServerBranches } from "./pg-server-branches.js";
+import { MysqlServerBranches } from "./mysql/mysql-server-branches.js";
+import { PgServerBranches } from "./postgres/pg-server-branches.js";
 
 export const BRANCH_PROVISIONER_HINT =
   "set branching.postgres.urlSecret or branching.mysql.urlSecret in the chart values of the Default " +

@@ -17,7 +17,7 @@ import {
 } from "../../../proto/api/v1alpha1/index.js";
 import { BranchController } from "../../../control-plane/src/branching/branch-controller.js";
 import { BRANCH_CLEANUP_FINALIZER } from "../../../control-plane/src/branching/branch-reconciler.js";
-import { PgServerBranches } from "../../../control-plane/src/branching/pg-server-branches.js";
+import { PgServerBranches } from "../../../control-plane/src/branching/postgres/pg-server-branches.js";
 import { installCrds } from "../../../control-plane/src/runtime/index.js";
 import { startPostgres, type PostgresServer } from "../../env/databases/postgres-server.js";
 import { freePorts } from "../../env/ports.js";

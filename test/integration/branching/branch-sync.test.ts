@@ -26,8 +26,8 @@ import {
   type BranchDatabaseStatus,
   type BranchKind,
 } from "../../../proto/api/v1alpha1/index.js";
-import { BranchSyncController } from "../../../control-plane/src/branching/branch-sync-controller.js";
-import { desiredCopy } from "../../../control-plane/src/branching/branch-sync-plan.js";
+import { BranchSyncController } from "../../../control-plane/src/branching/sync/branch-sync-controller.js";
+import { desiredCopy } from "../../../control-plane/src/branching/sync/branch-sync-plan.js";
 import type { WorkloadClusters } from "../../../control-plane/src/primary/workload-clusters.js";
 import { installCrds } from "../../../control-plane/src/runtime/index.js";
 import { startClusterSet, type ClusterSet } from "../../env/index.js";

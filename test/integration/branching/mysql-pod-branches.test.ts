@@ -1,4 +1,4 @@
-// The MySQL/MariaDB `pod` provisioner (control-plane/src/branching/pod-branches.ts,
+// The MySQL/MariaDB `pod` provisioner (control-plane/src/branching/pod/pod-branches.ts,
 // MysqlPodBranches) on a real node: the branching controller makes each branch as a database
 // Pod + Service of the test MariaDB image (test/env/databases/mariadb-image.ts), which seeds
 // itself from a source MariaDB pod of the same image behind its own Service. Branch and source
@@ -16,7 +16,7 @@ import {
   type BranchDatabase,
 } from "../../../proto/api/v1alpha1/index.js";
 import { BranchController } from "../../../control-plane/src/branching/branch-controller.js";
-import { MysqlPodBranches } from "../../../control-plane/src/branching/pod-branches.js";
+import { MysqlPodBranches } from "../../../control-plane/src/branching/pod/pod-branches.js";
 import { installCrds } from "../../../control-plane/src/runtime/index.js";
 import { startClusterSet, type ClusterSet } from "../../env/cluster-set.js";
 import { MARIADB_IMAGE, MARIADB_IMAGE_UID, mariadbImage } from "../../env/databases/mariadb-image.js";

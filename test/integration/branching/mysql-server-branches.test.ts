@@ -14,7 +14,7 @@ import type {
 } from "../../../control-plane/src/branching/branch-provisioner.js";
 import type { SourceDatabase } from "../../../control-plane/src/branching/connection-url.js";
 import { planCopy } from "../../../control-plane/src/branching/copy-plan.js";
-import { MysqlServerBranches } from "../../../control-plane/src/branching/mysql-server-branches.js";
+import { MysqlServerBranches } from "../../../control-plane/src/branching/mysql/mysql-server-branches.js";
 import { startMariadb, type MariadbServer } from "../../env/databases/mariadb-server.js";
 import { eventually } from "../../support/poll.js";
 

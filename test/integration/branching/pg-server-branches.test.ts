@@ -14,7 +14,7 @@ import type {
 } from "../../../control-plane/src/branching/branch-provisioner.js";
 import { parseSourceUrl } from "../../../control-plane/src/branching/connection-url.js";
 import { planCopy } from "../../../control-plane/src/branching/copy-plan.js";
-import { PgServerBranches } from "../../../control-plane/src/branching/pg-server-branches.js";
+import { PgServerBranches } from "../../../control-plane/src/branching/postgres/pg-server-branches.js";
 import { startPostgres, type PostgresServer } from "../../env/databases/postgres-server.js";
 import { freePorts } from "../../env/ports.js";
 import { eventually } from "../../support/poll.js";

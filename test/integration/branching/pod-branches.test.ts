@@ -1,4 +1,4 @@
-// The `pod` provisioner (control-plane/src/branching/pod-branches.ts) on a real node: the
+// The `pod` provisioner (control-plane/src/branching/pod/pod-branches.ts) on a real node: the
 // branching controller makes each branch as a database Pod + Service of the test PostgreSQL
 // image (test/env/databases/postgres-image.ts), which seeds itself from a source Postgres pod
 // of the same image behind its own Service. Branch and source are read from inside the
@@ -16,7 +16,7 @@ import {
   type BranchDatabase,
 } from "../../../proto/api/v1alpha1/index.js";
 import { BranchController } from "../../../control-plane/src/branching/branch-controller.js";
-import { PgPodBranches } from "../../../control-plane/src/branching/pod-branches.js";
+import { PgPodBranches } from "../../../control-plane/src/branching/pod/pod-branches.js";
 import { installCrds } from "../../../control-plane/src/runtime/index.js";
 import { startClusterSet, type ClusterSet } from "../../env/cluster-set.js";
 import {
