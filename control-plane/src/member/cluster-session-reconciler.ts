@@ -12,33 +12,17 @@
 // refused session gets no finalizer, agent or route, only a Failed status naming the field
 // and the fix. Routes and gateway URLs are keyed by the session's namespace and name
 // (sessionKey), so a same-named session of another namespace is another route.
-import { create, type MessageInitShape } from "@bufbuild/protobuf";
-import type { KubeConfig } from "@kubernetes/client-node";
+import { create } from "@bufbuild/protobuf";
 import type { Logger } from "pino";
-import type { Registry } from "prom-client";
 import { OptionError, positive } from "../../../lib/option-error.js";
 import {
   SessionRouteSchema,
   SessionState,
   type SessionRoute,
-  type UpstreamSchema,
 } from "../../../proto/gen/route_discovery_pb.js";
-import {
-  clusterSessionClient,
-  parseTarget,
-  setConditions,
-  TTL_SECONDS_DEFAULT,
-  type ClusterSession,
-  type ClusterSessionStatus,
-  type ConditionUpdate,
-} from "../../../proto/api/v1alpha1/index.js";
+import { clusterSessionClient, parseTarget, type ClusterSession } from "../../../proto/api/v1alpha1/index.js";
 import { sessionKey, sessionUrl } from "../../../proto/session-endpoint.js";
-import {
-  SessionAllowList,
-  type AllowListVerdict,
-  type SessionAllowListOptions,
-} from "../allow-list/index.js";
-import type { RouteSnapshotCache } from "../route-discovery/index.js";
+import { SessionAllowList, type AllowListVerdict } from "../allow-list/index.js";
 import {
   OwnWrites,
   withContext,
@@ -47,63 +31,25 @@ import {
   type ReconcileResult,
   type TerminalReconcileError,
 } from "../runtime/index.js";
-import type { AgentEndpoint, AgentProvisioner, EnsureAgentsResult } from "./agent-provisioner.js";
+import type { EnsureAgentsResult } from "./agent-provisioner.js";
+import { agentUpstreams } from "./agent-upstreams.js";
+import { queueSplitGate } from "./queue-split-gate.js";
+import { ttlDeadline } from "./session-ttl.js";
+import { writeSessionStatus } from "./session-status-writer.js";
+import type { ClusterSessionReconcilerOptions } from "./cluster-session-options.js";
 import { EnsuredTargets } from "./ensured-targets.js";
 import { AgentSecretStore, type AgentSecret } from "./agent-secret-store.js";
 import { IdleAgents } from "./idle-agents.js";
 import { removalStatus } from "./agent-removal-status.js";
 import { TargetLocks } from "./target-locks.js";
 import { MEMBER_FINALIZER, releasesAgentsOnly, TargetSessions } from "./target-sessions.js";
-import { resolveTarget, targetId, type ResolvedTarget, type TargetSource } from "./target-resolver.js";
+import { resolveTarget, targetId, type ResolvedTarget } from "./target-resolver.js";
 
 export { MEMBER_FINALIZER } from "./target-sessions.js";
-
-const WITHIN_ALLOW_LIST: ConditionUpdate = {
-  type: "Valid",
-  status: "True",
-  reason: "Allowed",
-  message: "the session is within this cluster's allow-list",
-};
-
-export interface ClusterSessionReconcilerOptions {
-  kubeConfig: KubeConfig;
-  /** Base URL of this cluster's gateway routers (ws[s]:// or http[s]://, no path); the gateway is <base>/v1/sessions/<namespace>:<name>. */
-  routerEndpoint: string;
-  provisioner: AgentProvisioner;
-  routes: RouteSnapshotCache;
-  targets: TargetSource;
-  /** CA PEM routers use to verify wss:// agents (default: none). */
-  agentCaPem?: string;
-  /**
-   * DNS name routers verify wss:// agents' certificates against (upstream server_name),
-   * since they dial agents by pod IP (default: none = the URL's host). Not set on ws:// agents.
-   */
-  agentServerName?: string;
-  /** Namespace for agent Secrets (the control plane's own; default: each target's namespace). */
-  secretNamespace?: string;
-  /** Install-time allow-list this cluster enforces (default: every namespace, target kind and target). */
-  allowList?: SessionAllowListOptions;
-  /** This control plane runs the queue split controller (`--sqs-splitting`); default false. */
-  queueSplitting?: boolean;
-  /** Re-check a session that waits for pods or agents this often, ms (default 5 000); pod events wake it sooner. */
-  waitingRecheckMs?: number;
-  /**
-   * The sessions of a namespace as the informer holds them: candidates for "another session
-   * still needs this target's agents", each confirmed with a GET before it counts (default:
-   * none, every deletion LISTs the namespace).
-   */
-  cachedSessions?: (namespace: string) => readonly ClusterSession[];
-  /**
-   * How long a target's ensured agents and secret stand for the next sessions on it, ms
-   * (default 5 000; 0 checks every time): ensured-targets.ts.
-   */
-  ensuredFreshMs?: number;
-  /** Where the agent restore counter registers (switchyard_agent_restores_total; default: none). */
-  registry?: Registry;
-  logger?: Logger;
-  /** Clock, for tests (default Date.now). */
-  now?: () => number;
-}
+export { agentUpstreams } from "./agent-upstreams.js";
+export { queueSplitGate } from "./queue-split-gate.js";
+export { ttlDeadline } from "./session-ttl.js";
+export type { ClusterSessionReconcilerOptions } from "./cluster-session-options.js";
 
 export class ClusterSessionReconciler implements Reconciler {
   readonly #client;
@@ -212,7 +158,9 @@ export class ClusterSessionReconciler implements Reconciler {
     );
     if (!resolution.ok) {
       this.#o.routes.remove(routeId);
-      await this.#writeStatus(
+      await writeSessionStatus(
+        this.#client,
+        this.#now,
         session,
         { phase: "Failed", pod: null, gateway: null, agents: 0 },
         {
@@ -243,7 +191,9 @@ export class ClusterSessionReconciler implements Reconciler {
     if (agents.length === 0) {
       creating();
       const why = waiting ?? { reason: "NoReadyPod", message: "no agent serves the target yet" };
-      await this.#writeStatus(
+      await writeSessionStatus(
+        this.#client,
+        this.#now,
         session,
         { phase: "Pending", pod: null, gateway: null, agents: 0 },
         {
@@ -260,7 +210,9 @@ export class ClusterSessionReconciler implements Reconciler {
       // Agents serve, but a queue split the session asked for is not in force yet: clients
       // would miss the messages it routes, so the session is not Ready until it is.
       creating();
-      await this.#writeStatus(
+      await writeSessionStatus(
+        this.#client,
+        this.#now,
         session,
         { phase: gate.phase, pod: null, gateway: null, agents: agents.length },
         { type: "Ready", status: "False", reason: gate.reason, message: gate.message },
@@ -275,7 +227,9 @@ export class ClusterSessionReconciler implements Reconciler {
     });
     this.#o.routes.upsert(route);
     const pod = agents[0]!.pod;
-    await this.#writeStatus(
+    await writeSessionStatus(
+      this.#client,
+      this.#now,
       session,
       {
         phase: "Ready",
@@ -332,7 +286,9 @@ export class ClusterSessionReconciler implements Reconciler {
     const session = await this.#client.get({ namespace: key.namespace!, name: key.name });
     if (!session || session.metadata.deletionTimestamp) return;
     this.#o.routes.remove(sessionKey(key.namespace!, key.name));
-    await this.#writeStatus(
+    await writeSessionStatus(
+      this.#client,
+      this.#now,
       session,
       { phase: "Failed", pod: null, gateway: null, agents: 0 },
       {
@@ -405,7 +361,9 @@ export class ClusterSessionReconciler implements Reconciler {
       .remove({ namespace, id, kind: target.kind, name: target.name }, signal)
       .catch((err: unknown) => Promise.reject(withContext(`failed to remove the agents of ${id}`, err)));
     const st = removalStatus(outcome, `${target.kind} ${target.name}`);
-    await this.#writeStatus(
+    await writeSessionStatus(
+      this.#client,
+      this.#now,
       session,
       // Ready children carry a gateway (the Primary counts on it); no route stands behind it.
       {
@@ -450,7 +408,9 @@ export class ClusterSessionReconciler implements Reconciler {
         "session refused by the allow-list",
       );
     const refused = { status: "False", reason: verdict.reason, message: verdict.message } as const;
-    await this.#writeStatus(
+    await writeSessionStatus(
+      this.#client,
+      this.#now,
       session,
       { phase: "Failed", pod: null, gateway: null, agents: 0 },
       { type: "Ready", ...refused },
@@ -458,124 +418,4 @@ export class ClusterSessionReconciler implements Reconciler {
     );
     return { requeueAfterMs: untilExpiry };
   }
-
-  /** Merge-patches status when something would change (null removes a field). */
-  async #writeStatus(
-    session: ClusterSession,
-    fields: {
-      phase: NonNullable<ClusterSessionStatus["phase"]>;
-      gateway: string | null;
-      pod: NonNullable<ClusterSessionStatus["pod"]> | null;
-      agents: number;
-    },
-    ready: ConditionUpdate,
-    valid: ConditionUpdate = WITHIN_ALLOW_LIST,
-  ): Promise<void> {
-    const st = session.status ?? {};
-    const generation = session.metadata.generation;
-    const conditions = setConditions(st.conditions, [ready, valid], new Date(this.#now()), generation);
-    const unchanged =
-      st.phase === fields.phase &&
-      (st.gateway ?? null) === fields.gateway &&
-      JSON.stringify(st.pod ?? null) === JSON.stringify(fields.pod) &&
-      (st.agents ?? 0) === fields.agents &&
-      !conditions.changed &&
-      st.observedGeneration === generation;
-    if (unchanged) return;
-    const patch = {
-      phase: fields.phase,
-      gateway: fields.gateway,
-      pod: fields.pod,
-      agents: fields.agents,
-      conditions: conditions.conditions,
-      ...(generation !== undefined ? { observedGeneration: generation } : {}),
-    } as unknown as Partial<ClusterSessionStatus>;
-    try {
-      await this.#client.patchStatus(
-        { namespace: session.metadata.namespace!, name: session.metadata.name! },
-        patch,
-        { resourceVersion: session.metadata.resourceVersion },
-      );
-    } catch (err) {
-      throw withContext(
-        `failed to write the status of session ${session.metadata.namespace}/${session.metadata.name}`,
-        err,
-      );
-    }
-  }
-}
-
-/**
- * The routing-table upstreams of a session's agents, the preferred one (first) the default.
- * wss:// agents carry the CA and the name their certificate is verified against: routers
- * dial them by pod IP, which no certificate issued in advance can name.
- */
-export function agentUpstreams(
-  agents: readonly Pick<AgentEndpoint, "id" | "baseUrl">[],
-  sessionId: string,
-  secret: string,
-  tls: Pick<ClusterSessionReconcilerOptions, "agentCaPem" | "agentServerName">,
-): MessageInitShape<typeof UpstreamSchema>[] {
-  return agents.map((a, i) => {
-    const secure = a.baseUrl.startsWith("wss:");
-    return {
-      cluster: a.id,
-      url: sessionUrl(a.baseUrl, sessionId),
-      secret,
-      isDefault: i === 0,
-      caPem: tls.agentCaPem ?? "",
-      serverName: secure ? (tls.agentServerName ?? "") : "",
-      // Agent ids change with every pod: one bounded label for all of them in router metrics.
-      metricsCluster: "agent",
-    };
-  });
-}
-
-/**
- * Why a session whose agents serve is not Ready because of its queue splits (undefined when
- * it has none, or every one is Splitting in this cluster): Failed when a split failed or this
- * control plane does not split queues, else Pending.
- */
-export function queueSplitGate(
-  session: ClusterSession,
-  splitting: boolean,
-): { phase: "Pending" | "Failed"; reason: string; message: string } | undefined {
-  const splits = session.spec.connectParams?.sqsSplit ?? [];
-  if (splits.length === 0) return undefined;
-  if (!splitting)
-    return {
-      phase: "Failed",
-      reason: "QueueSplittingDisabled",
-      message:
-        "the session splits SQS queues (connectParams.sqsSplit) but this cluster's control plane does not: " +
-        "install its chart with queues.sqs.enabled=true",
-    };
-  const status = session.status?.queues ?? [];
-  for (const q of splits) {
-    const s = status.find((e) => e.queueId === q.queueId);
-    if (s?.phase === "Failed")
-      return {
-        phase: "Failed",
-        reason: "QueueSplitFailed",
-        message: `queue ${q.queueId}: ${s.message ?? s.reason ?? "failed"}`,
-      };
-  }
-  for (const q of splits) {
-    const s = status.find((e) => e.queueId === q.queueId);
-    if (s?.phase !== "Splitting")
-      return {
-        phase: "Pending",
-        reason: "QueueSplitWaiting",
-        message: `queue ${q.queueId}: ${s?.message ?? "the split is being set up"}`,
-      };
-  }
-  return undefined;
-}
-
-/** When the session expires: ttlSeconds after status.renewedAt, or after creation when never renewed. */
-export function ttlDeadline(session: ClusterSession): number {
-  const ttl = (session.spec.ttlSeconds ?? TTL_SECONDS_DEFAULT) * 1000;
-  const renewed = Date.parse(session.status?.renewedAt ?? "");
-  const created = new Date(session.metadata.creationTimestamp ?? 0).getTime();
-  return (Number.isFinite(renewed) ? Math.max(renewed, created) : created) + ttl;
 }

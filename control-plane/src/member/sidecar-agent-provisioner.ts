@@ -48,6 +48,9 @@ import { lingerAnnotationProblem, lingerSecondsFor, lingerUntil, lingerUntilValu
 import { sha256Hex } from "./agent-secret-store.js";
 import { readinessWithheldUntil } from "./target-resolver.js";
 import { readWorkloadJson } from "./workload-json.js";
+import { annotationsPatch, pointer, workloadPatch, type JsonPatchOp } from "./workload-patch.js";
+
+export { pointer, workloadPatch } from "./workload-patch.js";
 import {
   hasSidecar,
   injectSidecar,
@@ -403,46 +406,6 @@ export class SidecarAgentProvisioner implements AgentProvisioner {
 }
 
 const POD_SECURITY_ENFORCE = "pod-security.kubernetes.io/enforce";
-
-type JsonPatchOp =
-  { op: "add" | "replace" | "test"; path: string; value: unknown } | { op: "remove"; path: string };
-
-/** RFC 6901: `~` and `/` in a key. */
-export function pointer(key: string): string {
-  return key.replace(/~/g, "~0").replace(/\//g, "~1");
-}
-
-/** The JSON patch that writes `template` and `ours` onto `workload` as read. */
-export function workloadPatch(
-  workload: Workload,
-  template: V1PodTemplateSpec,
-  ours: Record<string, string | undefined>,
-): JsonPatchOp[] {
-  return [...annotationsPatch(workload, ours), { op: "replace", path: "/spec/template", value: template }];
-}
-
-/** The JSON patch that writes only `ours` (set, or removed when undefined) onto `workload` as read. */
-export function annotationsPatch(
-  workload: Workload,
-  ours: Record<string, string | undefined>,
-): JsonPatchOp[] {
-  const ops: JsonPatchOp[] = [
-    { op: "replace", path: "/metadata/resourceVersion", value: workload.metadata!.resourceVersion },
-  ];
-  const annotations = workload.metadata!.annotations;
-  const set = Object.entries(ours).filter((e): e is [string, string] => e[1] !== undefined);
-  if (!annotations) {
-    if (set.length > 0)
-      ops.push({ op: "add", path: "/metadata/annotations", value: Object.fromEntries(set) });
-  } else {
-    for (const [key, value] of Object.entries(ours)) {
-      const path = `/metadata/annotations/${pointer(key)}`;
-      if (value !== undefined) ops.push({ op: "add", path, value });
-      else if (key in annotations) ops.push({ op: "remove", path });
-    }
-  }
-  return ops;
-}
 
 /** Every pod of the target (at least one) carries the agent with this secret hash from birth. */
 function allBornWithAgent(pods: readonly V1Pod[], secretHash: string): boolean {
