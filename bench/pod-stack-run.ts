@@ -51,10 +51,18 @@ export async function onPodStack(label: string, work: (stack: PodStack) => Promi
 }
 
 /** `switchyard exec … --steal --port 8080:<localPort> -- node local-app.mjs`, as the developer runs it (default target: the demo). */
-export function stealExecCommand(stack: PodStack, localPort: number, target?: string) {
+export function stealExecCommand(
+  stack: PodStack,
+  localPort: number,
+  target?: string,
+  /** The CLI as installed (the product build's dist/cli/src/main.js) instead of the sources under tsx. */
+  compiledCli?: string,
+) {
   const args = [...stack.developerCliArgs];
   if (target) args[args.indexOf("-t") + 1] = target;
-  return tsx("cli/src/main.ts", [
+  const cli = (a: string[]) =>
+    compiledCli ? { command: process.execPath, args: [compiledCli, ...a] } : tsx("cli/src/main.ts", a);
+  return cli([
     "exec",
     ...args,
     "--steal",

@@ -13,6 +13,7 @@ import type { PodStack } from "../test/env/pod-stack.js";
 import { Agent } from "node:http";
 import { AppsV1Api } from "@kubernetes/client-node";
 import { LINGER_UNTIL_ANNOTATION } from "../control-plane/src/member/agent-annotations.js";
+import { multiClusterSessionClient } from "../proto/api/v1alpha1/index.js";
 import { launch, tsx } from "../test/support/launch.js";
 import { eventually } from "../test/support/poll.js";
 import {
@@ -29,8 +30,8 @@ import {
 import { pct, round } from "./stats-support.js";
 
 export interface LingerRound {
-  coldMs: number;
-  warmMs: number;
+  cold: StartPhases;
+  warm: StartPhases;
   /** Per cluster: rollouts of the cold session's agent (injection + restore) and of the warm session. */
   coldRollouts: Record<string, number>;
   warmRollouts: Record<string, number>;
@@ -86,12 +87,31 @@ async function lingering(stack: PodStack): Promise<void> {
     );
 }
 
-/** exec → the first stolen request through every cluster's NodePort; Ctrl-C after. */
-async function sessionToStolen(stack: PodStack): Promise<number> {
+/** ms from the exec's spawn to each step of a session's start (the last is the goal). */
+export interface StartPhases {
+  /** The MultiClusterSession exists on the Primary: CLI start-up, operator read, create. */
+  created: number;
+  /** Its status says Ready: the Primary and both members reconciled. */
+  ready: number;
+  /** The local app printed "local app ready": the CLI connected, subscribed and started it. */
+  appReady: number;
+  /** The first request through every cluster's NodePort answered by the local app. */
+  stolen: number;
+}
+
+/** exec → the first stolen request through every cluster's NodePort, by phase; Ctrl-C after. */
+async function sessionToStolen(stack: PodStack): Promise<StartPhases> {
+  const sessions = multiClusterSessionClient(kc(stack, "primary"));
+  const before = new Set((await sessions.list({ namespace: "default" })).items.map((x) => x.metadata.name));
+  const mine = async () =>
+    (await sessions.list({ namespace: "default" })).items.find((x) => !before.has(x.metadata.name));
   const e = await startExec(stack);
   try {
-    const ms = await Promise.all(
-      Object.keys(stack.workloads).map((c) =>
+    const [created, ready, appReady, ...stolen] = await Promise.all([
+      msUntil(e, "the session to be created", async () => (await mine()) !== undefined, 50),
+      msUntil(e, "the session to be Ready", async () => (await mine())?.status?.phase === "Ready", 50),
+      msUntil(e, "the local app to start", () => e.proc.output().includes("local app ready"), 10),
+      ...Object.keys(stack.workloads).map((c) =>
         msUntil(
           e,
           `a stolen request through ${c}'s NodePort`,
@@ -99,8 +119,8 @@ async function sessionToStolen(stack: PodStack): Promise<number> {
           25,
         ),
       ),
-    );
-    return Math.max(...ms);
+    ]);
+    return { created, ready, appReady, stolen: Math.max(...stolen) };
   } catch (err) {
     (err as Error).message += `\nswitchyard exec output:\n${e.proc.output().slice(-3000)}`;
     throw err;
@@ -114,19 +134,22 @@ async function sessionToStolen(stack: PodStack): Promise<number> {
 async function appRps(url: string, requests: number, connections = 8): Promise<number> {
   const agents = Array.from({ length: connections }, () => new Agent({ keepAlive: true, maxSockets: 1 }));
   try {
-    let next = 0;
-    const worker = async (agent: Agent) => {
-      while (next < requests) {
-        const i = next++;
-        const a = await timedGet(`${url}/rps/${i}`, agent);
-        if (!a.servedBy?.startsWith("app-"))
-          throw new Error(`GET #${i} answered by ${a.servedBy ?? "nobody"}`);
-      }
+    const run = async (count: number) => {
+      let next = 0;
+      const worker = async (agent: Agent) => {
+        while (next < count) {
+          const i = next++;
+          const a = await timedGet(`${url}/rps/${i}`, agent);
+          if (!a.servedBy?.startsWith("app-"))
+            throw new Error(`GET #${i} answered by ${a.servedBy ?? "nobody"}`);
+        }
+      };
+      await Promise.all(agents.map(worker));
     };
-    // Warm-up: every connection opened and used once.
-    await Promise.all(agents.map((a) => timedGet(`${url}/warm`, a)));
+    // Warm-up: the pods just (re)started, so their JIT and every connection get going first.
+    await run(Math.max(connections, Math.round(requests / 3)));
     const t0 = performance.now();
-    await Promise.all(agents.map(worker));
+    await run(requests);
     return requests / ((performance.now() - t0) / 1000);
   } finally {
     for (const a of agents) a.destroy();
@@ -140,11 +163,11 @@ export async function sessionsWithoutRollouts(stack: PodStack, rounds: number, r
     await removeAgents(stack);
     const noAgentRps = await appRps(east, rpsRequests);
     const r0 = await revisions(stack);
-    const coldMs = await sessionToStolen(stack);
+    const cold = await sessionToStolen(stack);
     await lingering(stack);
     const idleAgentRps = await appRps(east, rpsRequests);
     const r1 = await revisions(stack);
-    const warmMs = await sessionToStolen(stack);
+    const warm = await sessionToStolen(stack);
     await lingering(stack);
     const r2 = await revisions(stack);
     await removeAgents(stack);
@@ -152,14 +175,31 @@ export async function sessionsWithoutRollouts(stack: PodStack, rounds: number, r
     const coldRollouts = Object.fromEntries(
       Object.entries(delta(r0, r1)).map(([c, n]) => [c, n + delta(r2, r3)[c]!]),
     );
-    const row = { coldMs, warmMs, coldRollouts, warmRollouts: delta(r1, r2), noAgentRps, idleAgentRps };
+    const row = { cold, warm, coldRollouts, warmRollouts: delta(r1, r2), noAgentRps, idleAgentRps };
     rows.push(row);
     console.log(
-      `round ${n}/${rounds}: cold exec → stolen in both ${sec(coldMs)} (${JSON.stringify(coldRollouts)} rollouts), ` +
-        `warm ${sec(warmMs)} (${JSON.stringify(row.warmRollouts)}); app ${Math.round(noAgentRps)} req/s without ` +
+      `round ${n}/${rounds}: cold exec → created ${sec(cold.created)}, Ready ${sec(cold.ready)}, app ` +
+        `${sec(cold.appReady)}, stolen in both ${sec(cold.stolen)} (${JSON.stringify(coldRollouts)} rollouts); warm ` +
+        `created ${sec(warm.created)}, Ready ${sec(warm.ready)}, app ${sec(warm.appReady)}, stolen ${sec(warm.stolen)} ` +
+        `(${JSON.stringify(row.warmRollouts)}); app ${Math.round(noAgentRps)} req/s without ` +
         `an agent, ${Math.round(idleAgentRps)} with an idle one`,
     );
   }
+  const phasesS = (p: StartPhases) =>
+    Object.fromEntries(Object.entries(p).map(([k, ms]) => [k, round(ms / 1000, 2)]));
+  const phaseDist = (ps: StartPhases[]) =>
+    Object.fromEntries(
+      (["created", "ready", "appReady", "stolen"] as const).map((k) => [
+        k,
+        round(
+          pct(
+            ps.map((p) => p[k]),
+            50,
+          ) / 1000,
+          2,
+        ),
+      ]),
+    );
   const dist = (xs: number[]) => ({ p50: round(pct(xs, 50) / 1000, 2), p90: round(pct(xs, 90) / 1000, 2) });
   const maxOf = (pick: (r: LingerRound) => Record<string, number>) =>
     Math.max(...rows.flatMap((r) => Object.values(pick(r))));
@@ -170,13 +210,15 @@ export async function sessionsWithoutRollouts(stack: PodStack, rounds: number, r
   return {
     rounds: rows.map((r) => ({
       ...r,
-      coldS: round(r.coldMs / 1000, 2),
-      warmS: round(r.warmMs / 1000, 2),
+      cold: phasesS(r.cold),
+      warm: phasesS(r.warm),
       noAgentRps: Math.round(r.noAgentRps!),
       idleAgentRps: Math.round(r.idleAgentRps!),
     })),
-    coldS: dist(rows.map((r) => r.coldMs)),
-    warmS: dist(rows.map((r) => r.warmMs)),
+    coldS: dist(rows.map((r) => r.cold.stolen)),
+    warmS: dist(rows.map((r) => r.warm.stolen)),
+    coldPhasesS: phaseDist(rows.map((r) => r.cold)),
+    warmPhasesS: phaseDist(rows.map((r) => r.warm)),
     coldRollouts: { min: minOf((r) => r.coldRollouts), max: maxOf((r) => r.coldRollouts) },
     warmRollouts: { min: minOf((r) => r.warmRollouts), max: maxOf((r) => r.warmRollouts) },
     rps: {

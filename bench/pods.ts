@@ -108,6 +108,10 @@ async function measure(stack: PodStack, o: PodsBenchOptions) {
   console.log(
     `  warm (the agent lingering, no rollout)   ${linger.warmS.p50.toFixed(2)}  ${linger.warmS.p90.toFixed(2)}`,
   );
+  const phases = (p: Record<string, number>) =>
+    `session created ${p.created!.toFixed(2)}, Ready ${p.ready!.toFixed(2)}, local app ${p.appReady!.toFixed(2)}, stolen ${p.stolen!.toFixed(2)}`;
+  console.log(`  p50 by phase, cold: ${phases(linger.coldPhasesS)}`);
+  console.log(`  p50 by phase, warm: ${phases(linger.warmPhasesS)}`);
   console.log(
     `rollouts per cluster: cold session's agent ${linger.coldRollouts.min}–${linger.coldRollouts.max} ` +
       `(injection + restore), warm session ${linger.warmRollouts.min}–${linger.warmRollouts.max}`,
