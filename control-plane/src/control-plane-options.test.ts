@@ -61,6 +61,22 @@ describe("parseControlPlaneArgs", () => {
     expect(parseControlPlaneArgs(["--mode", "primary", ...base], {}).allowedTargets).toEqual([]);
   });
 
+  it("takes how long idle agents linger (default 15 minutes, 0 at once, -1 until removed) and refuses the rest", () => {
+    const at = (v?: string) =>
+      parseControlPlaneArgs(
+        ["--mode", "primary", ...base, ...(v === undefined ? [] : ["--agent-linger-seconds", v])],
+        {},
+      ).agentLingerSeconds;
+    expect(at()).toBe(900);
+    expect(at("0")).toBe(0);
+    expect(at("-1")).toBe(-1);
+    expect(at("2592000")).toBe(2_592_000);
+    for (const bad of ["-2", "1.5", "soon", "2592001"]) {
+      expect(() => at(bad), bad).toThrow(OptionError);
+      expect(() => at(bad), bad).toThrow(/--agent-linger-seconds.*from -1 \(until removed\)/);
+    }
+  });
+
   it("takes the RouteDiscovery connection age in seconds", () => {
     const o = parseControlPlaneArgs(
       ["--mode", "primary", ...base, "--max-connection-age-seconds", "1.5"],

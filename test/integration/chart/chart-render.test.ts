@@ -75,6 +75,16 @@ interface InvalidCase {
 
 const invalid = (): InvalidCase[] => [
   {
+    name: "sidecar.lingerSeconds below -1",
+    values: { sidecar: { lingerSeconds: -2 } },
+    expect: ["lingerSeconds"],
+  },
+  {
+    name: "sidecar.lingerSeconds not a whole number",
+    values: { sidecar: { lingerSeconds: 1.5 } },
+    expect: ["lingerSeconds"],
+  },
+  {
     name: "clusterName missing when enabled",
     values: mc({ defaultCluster: "east", clusters: { east: bearer() } }),
     expect: ["multiCluster.clusterName: is required"],

@@ -247,4 +247,76 @@ describe("idle sidecar agents", () => {
       await m.stop();
     }
   });
+
+  it("keeps a user's edit made during the linger, and lingers for a StatefulSet without restarting its pod", async () => {
+    await createDeployment("bakery", { [LINGER_SECONDS_ANNOTATION]: "3" });
+    await apps.createNamespacedStatefulSet({
+      namespace: NS,
+      body: {
+        metadata: { name: "ledger" },
+        spec: {
+          replicas: 1,
+          serviceName: "ledger",
+          selector: { matchLabels: { app: "ledger" } },
+          template: {
+            metadata: { labels: { app: "ledger" } },
+            spec: {
+              automountServiceAccountToken: false,
+              containers: [{ name: "app", image: "example.test/app:1", ports: [{ containerPort: 8080 }] }],
+            },
+          },
+        },
+      },
+    });
+    await runPods(kc, NS, "app=ledger", 1);
+    const m = startMember(kc, provisioner(600));
+    try {
+      // The StatefulSet: its pod is replaced once for the agent, then a warm session keeps it.
+      await openSession("erin", "statefulset/ledger");
+      await eventually("erin Ready", async () => {
+        for (const p of await livePods("ledger"))
+          if (p.spec!.initContainers?.some((c) => c.name === AGENT_CONTAINER) && !p.status?.podIP)
+            await markPodRunning(kc, NS, p.metadata!.name!);
+        return (await get("erin"))?.status?.phase === "Ready";
+      });
+      const sts = () => apps.readNamespacedStatefulSet({ namespace: NS, name: "ledger" });
+      await endSession("erin");
+      expect((await sts()).metadata!.annotations![LINGER_UNTIL_ANNOTATION]).toBeDefined();
+      const uids = (await livePods("ledger")).map((p) => p.metadata!.uid);
+      const revision = (await sts()).status?.updateRevision;
+      await openSession("frank", "statefulset/ledger");
+      await eventually("frank Ready", async () => (await get("frank"))?.status?.phase === "Ready");
+      expect((await livePods("ledger")).map((p) => p.metadata!.uid)).toEqual(uids);
+      expect((await sts()).status?.updateRevision).toBe(revision);
+      await endSession("frank");
+
+      // A user edits the Deployment's template while its agent lingers: the edit stays, only our
+      // containers go when the linger ends.
+      await readySession("gina", "bakery");
+      await endSession("gina");
+      await apps.patchNamespacedDeployment(
+        {
+          namespace: NS,
+          name: "bakery",
+          body: [{ op: "add", path: "/spec/template/metadata/labels/tier", value: "edited" }],
+        },
+        setHeaderOptions("Content-Type", PatchStrategy.JsonPatch),
+      );
+      await eventually("bakery's agent removed", async () => !(await hasAgent("bakery")), {
+        timeoutMs: 30_000,
+      });
+      const d = await deployment("bakery");
+      expect(d.spec!.template.metadata!.labels).toEqual({ app: "bakery", tier: "edited" });
+      expect(d.metadata!.annotations?.[ORIGINAL_TEMPLATE_ANNOTATION]).toBeUndefined();
+      expect(d.metadata!.annotations?.[LINGER_UNTIL_ANNOTATION]).toBeUndefined();
+      await openSession("remove-ledger", "statefulset/ledger", true);
+      await eventually("ledger removed", async () => reason(await get("remove-ledger")) === "AgentsRemoved");
+      await eventually("ledger restored too", async () => {
+        const t = (await sts()).spec!.template.spec!;
+        return !t.initContainers?.some((c) => c.name === AGENT_CONTAINER);
+      });
+    } finally {
+      await m.stop();
+    }
+  });
 });
