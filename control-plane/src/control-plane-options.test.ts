@@ -77,6 +77,18 @@ describe("parseControlPlaneArgs", () => {
     }
   });
 
+  it("runs the admission webhook only where pods get sidecars, and only over TLS", () => {
+    expect(() =>
+      parseControlPlaneArgs(["--mode", "primary", ...base, "--injection-listen", ":9444"], {}),
+    ).toThrow(/--injection-listen.*member or both mode/);
+    expect(() =>
+      parseControlPlaneArgs(
+        ["--mode", "member", ...base, "--router-endpoint", "wss://gw:8443", "--injection-listen", ":9444"],
+        {},
+      ),
+    ).toThrow(/--injection-listen.*HTTPS only: give --tls-cert and --tls-key/);
+  });
+
   it("takes the RouteDiscovery connection age in seconds", () => {
     const o = parseControlPlaneArgs(
       ["--mode", "primary", ...base, "--max-connection-age-seconds", "1.5"],

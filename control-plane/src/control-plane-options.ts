@@ -36,6 +36,11 @@ export interface ControlPlaneOptions {
   /** This replica's identity for leader election. */
   identity: string;
   grpcListen: ListenAddress;
+  /**
+   * Member: where the admission webhook that gives opted-in pods the agent at birth listens
+   * (HTTPS with --tls-cert/--tls-key); undefined = no webhook (default).
+   */
+  injectionListen: ListenAddress | undefined;
   metricsListen: ListenAddress;
   /** Base URL of this cluster's routers (ws:// or wss://), published for clients and used as member gateway. */
   routerEndpoint: string | undefined;
@@ -171,6 +176,10 @@ export function parseControlPlaneArgs(
     .option("--identity <id>", "replica identity for leader election (default: $POD_NAME or hostname)")
     .option("--grpc-listen <addr>", "RouteDiscovery gRPC listen address", ":9443")
     .option("--metrics-listen <addr>", "/metrics, /healthz, /readyz listen address", ":9090")
+    .option(
+      "--injection-listen <addr>",
+      "member: listen address of the admission webhook giving opted-in pods the agent at birth (HTTPS; default: off)",
+    )
     .option("--router-endpoint <url>", "ws(s):// base URL of this cluster's routers")
     .option("--tls-cert <file>", "PEM serving certificate of the gRPC endpoint")
     .option("--tls-key <file>", "PEM key of --tls-cert")
@@ -382,6 +391,19 @@ export function parseControlPlaneArgs(
       `must be an integer from -1 (until removed) to ${MAX_LINGER_SECONDS} (30 days), got "${o.agentLingerSeconds as string}"`,
     );
   }
+  const injectionFlag = o.injectionListen as string | undefined;
+  if (injectionFlag !== undefined && (mode === "primary" || provisioner !== "sidecar"))
+    throw new OptionError(
+      "--injection-listen",
+      "gives pods the sidecar agent: it runs in member or both mode with --agent-provisioner=sidecar; drop the flag here",
+    );
+  if (injectionFlag !== undefined && !tls)
+    throw new OptionError(
+      "--injection-listen",
+      "the API server calls the webhook over HTTPS only: give --tls-cert and --tls-key (the chart's TLS Secret)",
+    );
+  const injectionListen =
+    injectionFlag === undefined ? undefined : parseListen("--injection-listen", injectionFlag);
   const kinds = list(o.allowedTargetKinds as string | undefined);
   for (const k of kinds) {
     if (!["deployment", "statefulset", "pod"].includes(k)) {
@@ -404,6 +426,7 @@ export function parseControlPlaneArgs(
     identity: (o.identity as string | undefined) ?? env.POD_NAME ?? hostname(),
     grpcListen: parseListen("--grpc-listen", o.grpcListen as string),
     metricsListen: parseListen("--metrics-listen", o.metricsListen as string),
+    injectionListen,
     routerEndpoint,
     tls,
     grpcPlaintext: plaintext,

@@ -39,6 +39,7 @@ import {
 import { ControllerMetrics, installCrds } from "./runtime/index.js";
 import { branchingParts } from "./branching/branching-parts.js";
 import { queueSplitParts } from "./queues/queue-split-parts.js";
+import { injectionPart } from "./injection/injection-part.js";
 import {
   HeartbeatTracker,
   SessionController,
@@ -259,6 +260,12 @@ export async function startControlPlane(
       branching.placement.then(() => undefined),
     ),
   );
+
+  // Pods born with the agent: served by every replica (no Lease), stopped with the process.
+  if (isMember && o.injectionListen)
+    parts.push(
+      stopping.track("admission webhook", injectionPart(o, kc, allowList, registry, logger).start(signal)),
+    );
 
   const grpc = await grpcServer.listen();
   const health = new HealthServer({

@@ -108,6 +108,11 @@ single-cluster use inside the cluster; a member reached by a Primary needs route
 {{- end -}}
 {{- end -}}
 
+{{/* "true" when the admission webhook runs: sidecar.injection.enabled on a cluster whose member gives pods agents. */}}
+{{- define "switchyard.injection.enabled" -}}
+{{- if and .Values.sidecar.injection.enabled (ne (include "switchyard.controlPlane.mode" .) "primary") -}}true{{- end -}}
+{{- end -}}
+
 {{- define "switchyard.tlsMountPath" -}}/etc/switchyard/tls{{- end -}}
 {{- define "switchyard.branchServerMountPath" -}}/etc/switchyard/branch-servers{{- end -}}
 {{- define "switchyard.tokenMountPath" -}}/var/run/secrets/switchyard{{- end -}}
@@ -116,7 +121,7 @@ single-cluster use inside the cluster; a member reached by a Primary needs route
 The control-plane command line. Flags (all documented in charts/README.md):
   --mode, --namespace, --config-map, --cluster-name, --grpc-listen, --metrics-listen,
   --router-endpoint, --router-service-account, --router-token-audience, --tls-cert, --tls-key,
-  --agent-image, --agent-linger-seconds, --redirect-image, --agent-tls-secret, --agent-tls-server-name, --agent-ca,
+  --agent-image, --agent-linger-seconds, --injection-listen, --redirect-image, --agent-tls-secret, --agent-tls-server-name, --agent-ca,
   --gateway-ca,
   --allowed-namespaces, --allowed-target-kinds, --allowed-targets, --leader-lease-duration-seconds,
   --leader-renew-deadline-seconds, --leader-retry-period-seconds,
@@ -141,6 +146,9 @@ The control-plane command line. Flags (all documented in charts/README.md):
 {{- if ne (include "switchyard.controlPlane.mode" .) "primary" }}
 - --agent-image={{ include "switchyard.image" . }}
 - --agent-linger-seconds={{ int .Values.sidecar.lingerSeconds }}
+{{- if include "switchyard.injection.enabled" . }}
+- --injection-listen=:{{ int .Values.sidecar.injection.port }}
+{{- end }}
 - --redirect-image={{ include "switchyard.redirectImage" . }}
 {{- with .Values.tls.agentSecretName }}
 - --agent-tls-secret={{ . }}

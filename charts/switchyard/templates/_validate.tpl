@@ -365,6 +365,13 @@ cluster keyed by its EKS name, that name lowercased, '_' as '-', cut to 63, trai
 {{- if and (not $sqs.enabled) $sqs.credentialsSecret -}}
   {{- $errs = append $errs "queues.sqs.credentialsSecret: has no effect while queues.sqs.enabled is false. Fix: set queues.sqs.enabled: true, or set it to \"\"" -}}
 {{- end -}}
+{{- $inj := .Values.sidecar.injection -}}
+{{- if and $inj.enabled (not $inj.caBundle) (not $inj.certManagerCertificate) -}}
+  {{- $errs = append $errs "sidecar.injection: enabled needs the CA the API server verifies the webhook with. Fix: set sidecar.injection.caBundle to the base64 PEM CA of tls.secretName, or sidecar.injection.certManagerCertificate to <namespace>/<name> of its cert-manager Certificate" -}}
+{{- end -}}
+{{- if and $inj.caBundle $inj.certManagerCertificate -}}
+  {{- $errs = append $errs "sidecar.injection: caBundle and certManagerCertificate both set. Fix: keep one (cert-manager would overwrite caBundle)" -}}
+{{- end -}}
 
 {{- if $errs -}}
 {{- fail (printf "\nswitchyard values are invalid (%d problem%s):\n  - %s" (len $errs) (ternary "" "s" (eq (len $errs) 1)) (join "\n  - " $errs)) -}}

@@ -47,6 +47,7 @@ import {
 import { lingerAnnotationProblem, lingerSecondsFor, lingerUntil, lingerUntilValue } from "./agent-linger.js";
 import { sha256Hex } from "./agent-secret-store.js";
 import { readinessWithheldUntil } from "./target-resolver.js";
+import { namedTargetPorts, POD_SECURITY_ENFORCE, redirectForbiddenBy } from "./named-target-ports.js";
 import { readWorkloadJson } from "./workload-json.js";
 import { annotationsPatch, pointer, workloadPatch, type JsonPatchOp } from "./workload-patch.js";
 
@@ -371,28 +372,14 @@ export class SidecarAgentProvisioner implements AgentProvisioner {
   }
 
   /** Named targetPorts of the Services that select the template's pods: taken by name, no redirect. */
-  async #namedTargetPorts(namespace: string, template: V1PodTemplateSpec): Promise<Set<string>> {
-    const labels = template.metadata?.labels ?? {};
-    const services = await this.#core.listNamespacedService({ namespace });
-    const names = new Set<string>();
-    for (const svc of services.items) {
-      const selector = Object.entries(svc.spec?.selector ?? {});
-      if (selector.length === 0 || !selector.every(([k, v]) => labels[k] === v)) continue;
-      for (const port of svc.spec?.ports ?? []) {
-        const target = port.targetPort as unknown;
-        if ((port.protocol ?? "TCP") === "TCP" && typeof target === "string" && !/^\d+$/.test(target)) {
-          names.add(target);
-        }
-      }
-    }
-    return names;
+  #namedTargetPorts(namespace: string, template: V1PodTemplateSpec): Promise<Set<string>> {
+    return namedTargetPorts(this.#core, namespace, template.metadata?.labels ?? {});
   }
 
   /** The redirect init container needs NET_ADMIN, which PodSecurity `baseline` and `restricted` forbid. */
   async #checkPodSecurity(namespace: string): Promise<void> {
-    const ns = await this.#core.readNamespace({ name: namespace });
-    const level = ns.metadata?.labels?.[POD_SECURITY_ENFORCE];
-    if (level === "baseline" || level === "restricted") {
+    const level = await redirectForbiddenBy(this.#core, namespace);
+    if (level) {
       throw new TerminalReconcileError(
         "PodSecurityForbidsRedirect",
         `namespace ${namespace} enforces PodSecurity "${level}", which forbids the NET_ADMIN capability ` +
@@ -404,8 +391,6 @@ export class SidecarAgentProvisioner implements AgentProvisioner {
     }
   }
 }
-
-const POD_SECURITY_ENFORCE = "pod-security.kubernetes.io/enforce";
 
 /** Every pod of the target (at least one) carries the agent with this secret hash from birth. */
 function allBornWithAgent(pods: readonly V1Pod[], secretHash: string): boolean {

@@ -75,6 +75,11 @@ interface InvalidCase {
 
 const invalid = (): InvalidCase[] => [
   {
+    name: "sidecar.injection enabled without a CA for the API server",
+    values: { sidecar: { injection: { enabled: true } } },
+    expect: ["sidecar.injection: enabled needs the CA", "Fix: set sidecar.injection.caBundle"],
+  },
+  {
     name: "sidecar.lingerSeconds below -1",
     values: { sidecar: { lingerSeconds: -2 } },
     expect: ["lingerSeconds"],
@@ -855,5 +860,35 @@ describe("observability", () => {
     );
     expect(used.size).toBeGreaterThan(15);
     expect([...used].filter((m) => !registered.has(m))).toEqual([]);
+  });
+});
+
+describe("the admission webhook for pods born with the agent", () => {
+  it("is off by default, and on: a MutatingWebhookConfiguration that never blocks pods, the port, the flag", async () => {
+    const off = await helm.template({});
+    expect(off.filter((m) => m.kind === "MutatingWebhookConfiguration")).toEqual([]);
+    const on = await helm.template({
+      sidecar: { injection: { enabled: true, certManagerCertificate: "switchyard/switchyard-tls" } },
+      sessions: { allowedNamespaces: ["shop"] },
+    });
+    const [hook] = on.filter((m) => m.kind === "MutatingWebhookConfiguration") as unknown as Array<{
+      metadata: { annotations: Record<string, string> };
+      webhooks: Array<Record<string, unknown>>;
+    }>;
+    expect(hook!.metadata.annotations["cert-manager.io/inject-ca-from"]).toBe("switchyard/switchyard-tls");
+    expect(hook!.webhooks[0]).toMatchObject({
+      failurePolicy: "Ignore",
+      sideEffects: "NoneOnDryRun",
+      clientConfig: { service: { path: "/inject-agent", port: 9444 } },
+      namespaceSelector: {
+        matchExpressions: [
+          { key: "kubernetes.io/metadata.name", operator: "NotIn", values: ["kube-system", "switchyard"] },
+          { key: "kubernetes.io/metadata.name", operator: "In", values: ["shop"] },
+        ],
+      },
+    });
+    const text = JSON.stringify(on);
+    expect(text).toContain("--injection-listen=:9444");
+    expect(text).toContain('"name":"inject-agent"');
   });
 });
