@@ -770,7 +770,7 @@ describe("sessions on real pods", () => {
     });
     running.push(remove);
     expect(await remove.exited, remove.output()).toBe(0);
-    expect(remove.output()).toMatch(/agents of deployment\/demo removed in east, west/);
+    expect(remove.output()).toMatch(/agents of deployment\/demo: answered by east, west/);
     for (const name of ["east", "west"])
       await explained(undefined, () =>
         eventually(`${name}'s demo to be restored`, () => restored(name), POLL),

@@ -163,8 +163,9 @@ export async function agentsRemoveCommand(
     out.stdout(
       format === "json"
         ? json({ removed: result })
-        : `agents of ${o.target} removed in ${result.clusters.join(", ") || "this cluster"}; where sessions ` +
-            "still use them they go when the last one ends (see `switchyard agents list`)\n",
+        : `agents of ${o.target}: answered by ${result.clusters.join(", ") || "this cluster"}; restored where ` +
+            "idle, once the last session ends where sessions still use them, nothing to do where none was " +
+            "kept (see `switchyard agents list`)\n",
     );
     return 0;
   } finally {

@@ -81,7 +81,9 @@ export class IdleAgents {
   remove(target: AgentTarget, signal: AbortSignal): Promise<RemovalOutcome> {
     return this.#o.locks.with(target.id, async () => {
       const { provisioner } = this.#o;
-      const carries = (await provisioner.carries?.(target)) ?? "template";
+      // A provisioner that keeps nothing idle (process agents stop with their last session).
+      if (!provisioner.carries) return (await this.#inUse(target)) ? "after-sessions" : "none";
+      const carries = await provisioner.carries(target);
       if (carries === "born") return "born";
       if (carries === "none") return "none";
       if (await this.#inUse(target)) {
