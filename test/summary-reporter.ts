@@ -8,6 +8,7 @@
 // never started, and sits under a suite or file with an error (a failed hook) counts as
 // failed. A file that failed without any failed test (it did not load, or an afterAll
 // failed) counts as one failure, so the line never reads "0 failed" for a failed run.
+// Before it, the slowest files with their durations (where a run's time goes).
 import type { Reporter, TestCase, TestModule } from "vitest/node";
 
 export default class SummaryReporter implements Reporter {
@@ -36,6 +37,7 @@ export default class SummaryReporter implements Reporter {
       process.env.SWITCHYARD_TEST_NODES === "0"
         ? " (SWITCHYARD_TEST_NODES=0: real nodes and real pods left out)"
         : "";
+    process.stdout.write(slowestFiles(testModules));
     process.stdout.write(`\ntests: ${passed} passed, ${failed} failed, ${skipped} skipped${left}\n`);
   }
 
@@ -49,4 +51,16 @@ export default class SummaryReporter implements Reporter {
     }
     return p.errors().length > 0;
   }
+}
+
+/** The `count` slowest files of the run, one per line, slowest first. */
+export function slowestFiles(testModules: ReadonlyArray<TestModule>, count = 15): string {
+  const timed = testModules
+    .map((m) => ({ file: m.relativeModuleId, ms: m.diagnostic().duration }))
+    .sort((a, b) => b.ms - a.ms)
+    .slice(0, count);
+  if (timed.length === 0) return "";
+  const total = testModules.reduce((sum, m) => sum + m.diagnostic().duration, 0);
+  const lines = timed.map((t) => `  ${(t.ms / 1000).toFixed(1).padStart(7)} s  ${t.file}`);
+  return `\nslowest files (of ${(total / 1000).toFixed(0)} s in ${testModules.length} files):\n${lines.join("\n")}\n`;
 }
