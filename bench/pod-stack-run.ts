@@ -4,7 +4,7 @@
 // (its GOAL lines) last, after the stack is down. Also the developer's `switchyard exec`
 // command line the pod benches launch.
 import { join } from "node:path";
-import { startPodStack, type PodStack } from "../test/env/pod-stack.js";
+import { startPodStack, type PodStack, type PodStackOptions } from "../test/env/pod-stack.js";
 import { killChildren, sweepOrphans } from "../test/env/processes.js";
 import { shutdownOnSignals } from "../test/env/signal-shutdown.js";
 import { repoRoot, tsx } from "../test/support/launch.js";
@@ -16,7 +16,11 @@ export function requireWholeNumbers(options: readonly (readonly [flag: string, v
 }
 
 /** Runs `work` on a fresh pod stack; prints the lines it returns once the stack has stopped. */
-export async function onPodStack(label: string, work: (stack: PodStack) => Promise<string[]>): Promise<void> {
+export async function onPodStack(
+  label: string,
+  work: (stack: PodStack) => Promise<string[]>,
+  options: Pick<PodStackOptions, "injection"> = {},
+): Promise<void> {
   let stack: PodStack | undefined;
   // Ctrl-C or kill: stop the stack (pods, nodes, clusters) and remove its files before exiting.
   const shutdown = shutdownOnSignals({
@@ -34,6 +38,7 @@ export async function onPodStack(label: string, work: (stack: PodStack) => Promi
   let closing: string[];
   try {
     stack = await startPodStack({
+      ...options,
       onPhase: (phase, ms) => console.log(`[${label}] ${phase} at ${(ms / 1000).toFixed(1)} s`),
     });
     closing = await work(stack);

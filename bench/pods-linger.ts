@@ -99,25 +99,27 @@ export interface StartPhases {
   stolen: number;
 }
 
-/** exec → the first stolen request through every cluster's NodePort, by phase; Ctrl-C after. */
-async function sessionToStolen(stack: PodStack): Promise<StartPhases> {
+/**
+ * exec → the first stolen request through every cluster's NodePort (`url` of each cluster: the
+ * demo's by default), by phase; Ctrl-C after. `target` is the exec's (deployment/demo by default).
+ */
+export async function sessionToStolen(
+  stack: PodStack,
+  target?: string,
+  url: (cluster: string) => string = (c) => stack.workloads[c]!.demoUrl,
+): Promise<StartPhases> {
   const sessions = multiClusterSessionClient(kc(stack, "primary"));
   const before = new Set((await sessions.list({ namespace: "default" })).items.map((x) => x.metadata.name));
   const mine = async () =>
     (await sessions.list({ namespace: "default" })).items.find((x) => !before.has(x.metadata.name));
-  const e = await startExec(stack);
+  const e = await startExec(stack, target);
   try {
     const [created, ready, appReady, ...stolen] = await Promise.all([
       msUntil(e, "the session to be created", async () => (await mine()) !== undefined, 50),
       msUntil(e, "the session to be Ready", async () => (await mine())?.status?.phase === "Ready", 50),
       msUntil(e, "the local app to start", () => e.proc.output().includes("local app ready"), 10),
       ...Object.keys(stack.workloads).map((c) =>
-        msUntil(
-          e,
-          `a stolen request through ${c}'s NodePort`,
-          () => stolenOnce(stack.workloads[c]!.demoUrl),
-          25,
-        ),
+        msUntil(e, `a stolen request through ${c}'s NodePort`, () => stolenOnce(url(c)), 25),
       ),
     ]);
     return { created, ready, appReady, stolen: Math.max(...stolen) };

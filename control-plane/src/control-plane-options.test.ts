@@ -114,7 +114,12 @@ describe("parseControlPlaneArgs", () => {
       ],
       { POD_NAMESPACE: "sy", POD_NAME: "cp-0" },
     );
-    expect(o.tls).toEqual({ certPem: "CERT", keyPem: "KEY" });
+    expect(o.tls).toEqual({
+      certPem: "CERT",
+      keyPem: "KEY",
+      certFile: join(dir, "c.pem"),
+      keyFile: join(dir, "k.pem"),
+    });
     expect(o.namespace).toBe("sy");
     expect(o.identity).toBe("cp-0");
   });

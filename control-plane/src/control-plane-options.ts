@@ -45,7 +45,16 @@ export interface ControlPlaneOptions {
   /** Base URL of this cluster's routers (ws:// or wss://), published for clients and used as member gateway. */
   routerEndpoint: string | undefined;
   /** PEM serving certificate and key of the gRPC endpoint; undefined with grpcPlaintext. */
-  tls: { certPem: string; keyPem: string; clientCaPem?: string } | undefined;
+  tls:
+    | {
+        certPem: string;
+        keyPem: string;
+        clientCaPem?: string;
+        /** Where certPem and keyPem were read (a server that follows renewals re-reads them). */
+        certFile?: string;
+        keyFile?: string;
+      }
+    | undefined;
   grpcPlaintext: boolean;
   /** ServiceAccounts (namespace/name) whose tokens may stream routes. */
   routerServiceAccounts: { namespace: string; name: string }[];
@@ -289,6 +298,8 @@ export function parseControlPlaneArgs(
       ? {
           certPem: readPem("--tls-cert", certFile),
           keyPem: readPem("--tls-key", keyFile),
+          certFile,
+          keyFile,
           ...(clientCa ? { clientCaPem: readPem("--router-client-ca", clientCa) } : {}),
         }
       : undefined;

@@ -17,7 +17,7 @@ import {
   type CertificateAuthority,
 } from "./pki.js";
 import { freePorts } from "./ports.js";
-import { apiServerArgsForNodes, KUBERNETES_SERVICE_IP } from "./node/api-server-flags.js";
+import { apiServerArgsForNodes, KUBERNETES_SERVICE_IP, SERVICE_CIDR } from "./node/api-server-flags.js";
 import { nodeAddresses, pickAddressBlock, type NodeAddresses } from "./node/node-network.js";
 import { envRoot, ProcessGroupDir, sweepOrphans, type ManagedProcess } from "./processes.js";
 import { eventually, PollTimeoutError } from "../support/poll.js";
@@ -271,14 +271,14 @@ class Cluster implements TestCluster {
       `--service-account-issuer=https://${this.name}.switchyard.test`,
       `--service-account-key-file=${saPub}`,
       `--service-account-signing-key-file=${saKey}`,
-      "--service-cluster-ip-range=10.0.0.0/24",
+      `--service-cluster-ip-range=${SERVICE_CIDR}`,
       "--endpoint-reconciler-type=none",
       "--allow-privileged=true",
       "--enable-priority-and-fairness=false",
       "--profiling=false",
       `--cert-dir=${join(this.dir, "certs")}`,
       ...this.extraArgs,
-      ...(this.node ? await apiServerArgsForNodes(this.ca, this.dir) : []),
+      ...(this.node ? await apiServerArgsForNodes(this.ca, this.dir, this.node) : []),
     ];
     this.kcmArgs = [
       `--kubeconfig=${kcmKubeconfig}`,

@@ -62,6 +62,12 @@ export interface PodStackOptions {
   demoEnv?: Record<string, string>;
   /** Sidecar agents serve wss:// with the stack's CA (default true). */
   agentTls?: boolean;
+  /**
+   * The members' admission webhook (the chart's sidecar.injection, its CA the stack's): pods of
+   * opted-in workloads are born with the agent. Their API servers reach it through their node
+   * (test/env/node/cluster-egress.ts). Default false.
+   */
+  injection?: boolean;
   /** Where the clusters log (default: the set's own directory, removed by stop()). */
   logDir?: string;
   /** Told of each phase as it ends: name and milliseconds since the start. */
@@ -150,12 +156,21 @@ async function prepareNamespace(kc: KubeConfig, ca: CertificateAuthority, nodeIp
 }
 
 /** Values every cluster's release shares: the project's images, fast leader election, node ports. */
-function commonValues(nodeIp: string, routers: number, controlPlanes: number, agentTls: boolean): object {
+function commonValues(
+  nodeIp: string,
+  routers: number,
+  controlPlanes: number,
+  agentTls: boolean,
+  injectionCaPem?: string,
+): object {
   const [repository, tag] = PRODUCT_IMAGE.split(":");
   const [redirectRepository, redirectTag] = REDIRECT_IMAGE.split(":");
   return {
     image: { repository, tag, pullPolicy: "Never" },
-    sidecar: { redirectImage: { repository: redirectRepository, tag: redirectTag } },
+    sidecar: {
+      redirectImage: { repository: redirectRepository, tag: redirectTag },
+      ...(injectionCaPem ? { injection: { enabled: true, caBundle: b64(injectionCaPem) } } : {}),
+    },
     tls: {
       secretName: "switchyard-tls",
       gatewayCa: true,
@@ -253,7 +268,7 @@ export async function startPodStack(options: PodStackOptions = {}): Promise<PodS
         await prepareNamespace(kc, ca, nodeIp(name));
         if (agentTls) await tlsSecret(kc, ca, "default", AGENT_TLS_SECRET, [AGENT_TLS_NAME]);
         await installChart(h, c, {
-          ...commonValues(nodeIp(name), 1, 1, agentTls),
+          ...commonValues(nodeIp(name), 1, 1, agentTls, options.injection ? ca.certPem : undefined),
           multiClusterMember: true,
           multiCluster: { clusterName: name },
           // The Default cluster's control plane runs the branching controllers (--default-cluster).

@@ -31,8 +31,24 @@ import type { ClusterUser } from "../env/cluster-set.js";
 import { launch, repoRoot, tsx, type LaunchedProcess } from "../support/launch.js";
 import { eventually, type PollOptions } from "../support/poll.js";
 import { inClusterGet } from "./in-cluster-get.js";
+import {
+  allBornAndReady,
+  BORN_DEPLOYMENT,
+  BORN_NODE_PORT,
+  BORN_STATEFULSET,
+  bornState,
+  createBornWorkloads,
+  hasAgent,
+  livePods,
+  ready,
+} from "../env/born-workloads.js";
 import { podLogs } from "../env/pod-problems.js";
-import { diffHostState, snapshotHostState, type HostState } from "../env/node/host-state.js";
+import {
+  baselineHostState,
+  diffHostState,
+  snapshotHostState,
+  type HostState,
+} from "../env/node/host-state.js";
 import {
   deleteOrdersDb,
   ORDERS_QUERY,
@@ -61,11 +77,12 @@ interface Exec {
 /** `switchyard exec … -- node local-app.mjs` as `user` (default: the stack's developer). */
 async function exec(
   flags: string[],
-  opts: { name?: string; user?: ClusterUser; env?: Record<string, string> } = {},
+  opts: { name?: string; user?: ClusterUser; env?: Record<string, string>; target?: string } = {},
 ): Promise<Exec> {
   const localPort = (await freePorts(1))[0]!;
   const args = [...stack.developerCliArgs];
   if (opts.user) args[args.indexOf("--kubeconfig") + 1] = opts.user.kubeconfigPath;
+  if (opts.target) args[args.indexOf("-t") + 1] = opts.target;
   const proc = await launch({
     name: `switchyard-exec-${opts.name ?? "local"}`,
     ...tsx("cli/src/main.ts", [
@@ -222,8 +239,9 @@ async function restored(cluster: string): Promise<boolean> {
 }
 
 beforeAll(async () => {
-  hostBefore = await snapshotHostState();
+  hostBefore = await baselineHostState();
   stack = await startPodStack({
+    injection: true,
     onPhase: (phase, ms) => console.log(`[pods] ${phase} at ${(ms / 1000).toFixed(1)} s`),
   });
   second = await stack.primary.mintUser("second-developer", ["developers"]);
@@ -353,6 +371,107 @@ describe("transparent network", () => {
     expect(await stopExec(e)).toBe(130);
     expect(runLeftovers(runTmp)).toEqual([]);
   }, 240_000);
+});
+
+describe("pods born with the agent", () => {
+  const kc = (cluster: string) => stack.set.get(cluster).kubeConfig();
+  const bornUrl = (cluster: string) => `http://${stack.workloads[cluster]!.nodeIp}:${BORN_NODE_PORT}`;
+
+  it("gives opted-in Deployments' and StatefulSets' pods the agent when the API server creates them; the first session needs no rollout", async () => {
+    const before: Record<string, Awaited<ReturnType<typeof bornState>>> = {};
+    for (const name of ["east", "west"]) await createBornWorkloads(kc(name), name);
+    for (const name of ["east", "west"]) {
+      // The ReplicaSet and StatefulSet controllers create the pods; each cluster's API server
+      // calls its member's webhook (a pod behind the control plane's Service) through the node.
+      await explained(undefined, () =>
+        eventually(
+          `${name}'s born pods, each with the agent and Ready`,
+          async () =>
+            (await allBornAndReady(kc(name), BORN_DEPLOYMENT, 2)) &&
+            (await allBornAndReady(kc(name), BORN_STATEFULSET, 1)),
+          POLL,
+        ),
+      );
+      before[name] = await bornState(kc(name));
+      // The workloads' own templates carry no agent: only their pods do.
+      expect(before[name]!.deployment.template.spec?.initContainers, name).toBeUndefined();
+      expect(before[name]!.statefulSet.template.spec?.initContainers, name).toBeUndefined();
+      expect((await get(`${bornUrl(name)}/before`)).servedBy).toBe(`app-${name}`);
+    }
+    const e = await exec(["--steal"], { name: "first", target: `deployment/${BORN_DEPLOYMENT}` });
+    await explained(e, async () => {
+      for (const name of ["east", "west"]) {
+        await eventually(
+          `a stolen request through ${name}'s born Service`,
+          async () => ((await get(`${bornUrl(name)}/first`)).servedBy === "first" ? true : undefined),
+          POLL,
+        );
+        for (let i = 0; i < 6; i++)
+          expect((await get(`${bornUrl(name)}/n/${i}`)).servedBy, `request ${i} through ${name}`).toBe(
+            "first",
+          );
+        expect(await bornState(kc(name)), `${name}: no rollout, no restart`).toEqual(before[name]);
+      }
+    });
+    expect(await stopExec(e)).toBe(130);
+    for (const name of ["east", "west"]) {
+      await eventually(
+        `${name}'s born pods answering again`,
+        async () => ((await get(`${bornUrl(name)}/after`)).servedBy === `app-${name}` ? true : undefined),
+        POLL,
+      );
+      expect(await bornState(kc(name)), `${name}: nothing rolled out at the end either`).toEqual(
+        before[name],
+      );
+    }
+  });
+
+  it("still creates pods while the webhook is down (failurePolicy Ignore), without the agent", async () => {
+    const cp = { name: "switchyard-control-plane", namespace: "switchyard" };
+    const scale = (replicas: number) =>
+      apps("west").patchNamespacedDeploymentScale(
+        { ...cp, body: { spec: { replicas } } },
+        setHeaderOptions("Content-Type", PatchStrategy.MergePatch),
+      );
+    await scale(0);
+    try {
+      await eventually(
+        "west's control-plane pods to be gone",
+        async () =>
+          (
+            await core("west").listNamespacedPod({
+              namespace: cp.namespace,
+              labelSelector: "app.kubernetes.io/component=control-plane",
+            })
+          ).items.length === 0,
+        POLL,
+      );
+      const [old] = await livePods(kc("west"), BORN_DEPLOYMENT);
+      await core("west").deleteNamespacedPod({ name: old!.metadata!.name!, namespace: "default" });
+      const replacement = await eventually(
+        "a replacement pod created while the webhook is unreachable",
+        async () => {
+          const pods = await livePods(kc("west"), BORN_DEPLOYMENT);
+          const fresh = pods.find((p) => p.metadata!.uid !== old!.metadata!.uid && !hasAgent(p) && ready(p));
+          return fresh ?? undefined;
+        },
+        POLL,
+      );
+      expect(replacement.spec?.containers.map((c) => c.name)).toEqual(["app"]);
+    } finally {
+      await scale(1);
+      await explained(undefined, () =>
+        eventually(
+          "west's control plane back",
+          async () => {
+            const d = await apps("west").readNamespacedDeployment(cp);
+            return (d.status?.availableReplicas ?? 0) >= 1;
+          },
+          POLL,
+        ),
+      );
+    }
+  });
 });
 
 describe("sessions on real pods", () => {
@@ -775,10 +894,22 @@ describe("sessions on real pods", () => {
       await explained(undefined, () =>
         eventually(`${name}'s demo to be restored`, () => restored(name), POLL),
       );
-    await eventually(
-      "agents list to show none",
-      async () => ((await agentsList()).length === 0 ? true : undefined),
+    // The demo's agents are gone; the born workloads' pods keep theirs (the webhook gave them).
+    const left = await eventually(
+      "agents list to show no agent of deployment/demo",
+      async () => {
+        const agents = await agentsList();
+        return agents.some((a) => a.target === "deployment/demo") ? undefined : agents;
+      },
       POLL,
+    );
+    expect(new Set(left.map((a) => `${a.cluster} ${a.target}`))).toEqual(
+      new Set(
+        ["east", "west"].flatMap((c) => [
+          `${c} deployment/${BORN_DEPLOYMENT}`,
+          `${c} statefulset/${BORN_STATEFULSET}`,
+        ]),
+      ),
     );
   });
 

@@ -65,6 +65,11 @@ export class AdmissionServer {
     });
   }
 
+  /** Serves new connections with a renewed certificate (those open keep theirs). */
+  setTls(tls: { certPem: string; keyPem: string }): void {
+    this.#server.setSecureContext({ cert: tls.certPem, key: tls.keyPem });
+  }
+
   close(): Promise<void> {
     this.#server.closeAllConnections?.();
     return new Promise((resolve) => this.#server.close(() => resolve()));

@@ -6,7 +6,9 @@
 // that forgets something fails with what it forgot.
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
+import { sweepOrphans } from "../processes.js";
 import { hostCommand } from "./host-command.js";
+import { sweepNodeLeftovers } from "./leftovers.js";
 
 export type HostState = Record<string, string[]>;
 
@@ -98,6 +100,17 @@ function nodeProcesses(): string[] {
 
 function sysctls(raw: string[]): string[] {
   return raw.filter((l) => !volatileSysctl.test(l));
+}
+
+/**
+ * The host state a test compares its own teardown against: first what earlier owners left (their
+ * processes, their node cgroups) is swept, as the test's own start would sweep it, so that the
+ * baseline holds only what the host itself has and the diff shows only this test's leaks.
+ */
+export async function baselineHostState(): Promise<HostState> {
+  await sweepOrphans();
+  await sweepNodeLeftovers();
+  return snapshotHostState();
 }
 
 /** Captures the host state a node could change. */

@@ -1,12 +1,13 @@
 // The network of the nodes of one set, laid out like separate clusters on one network: every
 // node gets a veth pair to the host in a /24 of its own inside the set's 10.<block>.0.0/16, a
-// route to the other node subnets through the host and nothing else (no default route, pods
+// route to the other node subnets through the host, the Service range on its link, and nothing else (no default route, pods
 // masqueraded behind the node address), and a pod range of its own. The host forwards only what
 // arrives on those veths (per-interface `forwarding`, never the global `ip_forward`), so node
 // reaches node — a NodePort, the API server on the host — the way cluster reaches cluster, while
 // pod ranges stay private to their node. Deleting the host end removes the pair; the namespace
 // end goes with its namespace anyway.
 import { writeFileSync } from "node:fs";
+import { SERVICE_CIDR } from "./api-server-flags.js";
 import { hostCommand, hostOutput } from "./host-command.js";
 import type { NodeNamespaces } from "./node-namespaces.js";
 
@@ -72,6 +73,9 @@ export async function connectNode(ns: NodeNamespaces, a: NodeAddresses): Promise
       `ip addr add ${a.nodeIp}/24 dev eth0`,
       "ip link set eth0 up",
       `ip route add ${a.nodeSubnets} via ${a.hostIp} dev eth0`,
+      // What the node itself dials at a ClusterIP (the API server's egress proxy) needs a route
+      // for kube-proxy's OUTPUT rules to rewrite; on the link, so nothing unrewritten leaves it.
+      `ip route add ${SERVICE_CIDR} dev eth0 scope link`,
     ];
     await ns.runInNetwork("sh", ["-c", steps.join(" && ")], { timeoutMs: 10_000 });
   } catch (err) {

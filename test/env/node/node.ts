@@ -1,6 +1,7 @@
 // One real node of one test cluster, isolated as a separate cluster's node would be: its own
 // cgroup root, network and mount namespaces, veth to the host, containerd, CNI bridge and pod
-// range, kube-proxy and CoreDNS, and a kubelet registered with its cluster's API server.
+// range, kube-proxy and CoreDNS, the proxy its API server's cluster egress goes through
+// (cluster-egress.ts), and a kubelet registered with its cluster's API server.
 // Start-up wires those in order and waits until the Node is Ready; teardown goes the other way —
 // workload controllers, then pods (through the kubelet, so sandboxes are torn down by CNI),
 // then kubelet, containerd, kube-proxy and CoreDNS, then whatever is left in the node's cgroup
@@ -12,6 +13,7 @@ import type { TestCluster } from "../cluster-set.js";
 import type { ProcessGroupDir } from "../processes.js";
 import { eventually, PollTimeoutError } from "../../support/poll.js";
 import { CLUSTER_DNS_IP, publishApiServerEndpoint, publishClusterDns } from "./cluster-objects.js";
+import { ClusterEgress } from "./cluster-egress.js";
 import { Containerd } from "./containerd.js";
 import { CoreDns } from "./coredns.js";
 import { KubeProxy } from "./kube-proxy.js";
@@ -59,6 +61,7 @@ export class TestNode {
   private kubelet: Kubelet | undefined;
   private kubeProxy: KubeProxy | undefined;
   private coredns: CoreDns | undefined;
+  private egress: ClusterEgress | undefined;
   private readonly cgroup: NodeCgroup;
   private readonly dir: string;
   private stopping: Promise<void> | undefined;
@@ -97,6 +100,8 @@ export class TestNode {
     this.ns = await NodeNamespaces.start(o.group, this.cgroup, this.name, this.dir);
     await connectNode(this.ns, a);
     await this.ns.privatiseMounts();
+    this.egress = new ClusterEgress(this.ns, a, o.cluster.dir);
+    await this.egress.start();
     this.containerd = new Containerd(this.ns, {
       dir: this.dir,
       podCidr: a.podCidr,
@@ -212,7 +217,9 @@ export class TestNode {
       );
     await step("kubelet", async () => this.kubelet?.stop());
     await step("containerd", async () => this.containerd?.stop());
-    await step("kube-proxy and CoreDNS", () => Promise.all([this.kubeProxy?.stop(), this.coredns?.stop()]));
+    await step("kube-proxy, CoreDNS and the egress proxy", () =>
+      Promise.all([this.kubeProxy?.stop(), this.coredns?.stop(), this.egress?.stop()]),
+    );
     await step("processes left in the node's cgroup", () => this.cgroup.killAll());
     await step("namespaces", async () => this.ns?.stop());
     await step("veth pair", () => disconnectNode(this.opts.addresses));

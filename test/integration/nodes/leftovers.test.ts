@@ -4,7 +4,7 @@
 import { spawn } from "node:child_process";
 import { beforeAll, describe, expect, it } from "vitest";
 import { ensureBinaries } from "../../env/binaries.js";
-import { diffHostState, snapshotHostState } from "../../env/node/host-state.js";
+import { baselineHostState, diffHostState, snapshotHostState } from "../../env/node/host-state.js";
 import { sweepNodeLeftovers } from "../../env/node/leftovers.js";
 import { sweepOrphans } from "../../env/processes.js";
 import { eventually } from "../../support/poll.js";
@@ -18,7 +18,7 @@ beforeAll(async () => {
 
 describe("real nodes of a SIGKILLed owner", () => {
   it("are swept by the next start, and the host is as it was", async () => {
-    const before = await snapshotHostState();
+    const before = await baselineHostState();
     const child = spawn(
       process.execPath,
       ["--import", "tsx", "test/integration/nodes/fixtures/killed-node-owner.ts"],

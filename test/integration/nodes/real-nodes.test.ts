@@ -1,7 +1,8 @@
 // Real nodes (test/env/node) on two clusters, east and west, as separate clusters: each node turns
 // Ready; pods from images built here run; a ClusterIP Service reaches its pod through kube-proxy
 // and cluster DNS names it; an init container with only NET_ADMIN redirects a port with iptables;
-// a pod in west reaches east's NodePort through the host; deleting east's pods leaves west's
+// the API server reaches a Service and a pod through its node (the cluster egress) while the
+// host cannot reach the pod; a pod in west reaches east's NodePort through the host; deleting east's pods leaves west's
 // alone; and teardown leaves the host exactly as it was. Needs root and the packages of
 // test/env/node/install-host-packages.sh: without them it fails, saying so (it never skips).
 import { AppsV1Api, CoreV1Api, type KubeConfig, type V1Pod } from "@kubernetes/client-node";
@@ -9,7 +10,12 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ensureBinaries } from "../../env/binaries.js";
 import { startClusterSet, type ClusterSet, type TestCluster } from "../../env/cluster-set.js";
 import { hostCommand } from "../../env/node/host-command.js";
-import { diffHostState, snapshotHostState, type HostState } from "../../env/node/host-state.js";
+import {
+  baselineHostState,
+  diffHostState,
+  snapshotHostState,
+  type HostState,
+} from "../../env/node/host-state.js";
 import type { TestNode } from "../../env/node/node.js";
 import { startNodes, type NodeSet } from "../../env/node/node-set.js";
 import { iptablesImage, nodeRuntimeImage } from "../../env/node/oci-image.js";
@@ -128,7 +134,7 @@ const fetchText = (url: string, timeoutMs = 5000) =>
   `fetch(${JSON.stringify(url)},{signal:AbortSignal.timeout(${timeoutMs})}).then(r=>r.text()).then(t=>console.log(t)).catch(e=>{console.error(String(e.cause??e));process.exit(1)})`;
 
 beforeAll(async () => {
-  before = await snapshotHostState();
+  before = await baselineHostState();
   kubectl = (await ensureBinaries(["kubectl"])).kubectl;
   set = await startClusterSet({ clusters: [...clusters], nodes: true });
   nodes = await startNodes(set, { images: [await nodeRuntimeImage(), await iptablesImage()] });
@@ -209,6 +215,37 @@ describe("real nodes", () => {
         "require('https').get('https://kubernetes.default.svc/healthz',{rejectUnauthorized:false},r=>{console.log(r.statusCode);process.exit(0)}).on('error',e=>{console.error(e);process.exit(1)})",
       );
       expect(["200", "401", "403"]).toContain(status);
+    }
+  });
+
+  it("lets the API server reach a Service and a pod through its node (cluster egress), never the host", async () => {
+    for (const name of clusters) {
+      const cluster = set!.get(name);
+      const pod = await podOf(cluster.kubeConfig(), "echo");
+      // services/proxy and pods/proxy: the API server dials the Service's ClusterIP and the pod's
+      // IP through the egress proxy in the node's network namespace.
+      const viaApi = async (path: string) => {
+        const r = await hostCommand(
+          kubectl,
+          [`--kubeconfig=${cluster.adminKubeconfigPath}`, "get", "--raw", path],
+          {
+            timeoutMs: 20_000,
+          },
+        );
+        return r.stdout.trim();
+      };
+      expect(await viaApi("/api/v1/namespaces/default/services/echo:80/proxy/")).toBe(name);
+      expect(await viaApi(`/api/v1/namespaces/default/pods/${pod.metadata!.name}:8080/proxy/`)).toBe(name);
+      // The host itself has no route to the pod range: only the API server's certificate tunnels.
+      // (A host whose default route leads to some other network may get an answer from there,
+      // never the pod's.)
+      const direct = await fetch(`http://${pod.status!.podIP}:8080/`, {
+        signal: AbortSignal.timeout(2000),
+      }).then(
+        (r) => r.text(),
+        (e: unknown) => String((e as Error).cause ?? e),
+      );
+      expect(direct).not.toBe(name);
     }
   });
 
