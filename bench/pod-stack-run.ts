@@ -60,7 +60,7 @@ export function stealExecCommand(
   stack: PodStack,
   localPort: number,
   target?: string,
-  /** The CLI as installed (the product build's dist/cli/src/main.js) instead of the sources under tsx. */
+  /** The CLI as installed (the product build's bin, `installedCli()`) instead of the sources under tsx. */
   compiledCli?: string,
 ) {
   const args = [...stack.developerCliArgs];

@@ -7,8 +7,7 @@ import { freePorts } from "../test/env/ports.js";
 import type { PodStack } from "../test/env/pod-stack.js";
 import { launch, type LaunchedProcess } from "../test/support/launch.js";
 import { eventually } from "../test/support/poll.js";
-import { join } from "node:path";
-import { buildProduct } from "../test/env/images/product-build.js";
+import { installedCli } from "../test/env/images/product-build.js";
 import { stealExecCommand } from "./pod-stack-run.js";
 
 export const AGENT = "switchyard-agent";
@@ -97,15 +96,10 @@ export interface Exec {
   startedAt: number;
 }
 
-/** `switchyard exec --steal -- node local-app.mjs` as the developer; returns once spawned. */
 /**
- * The CLI as a user installs it: the product build's compiled dist (test/env/images, the same
- * build the pod images carry), not the sources under tsx, whose start-up compiles TypeScript.
+ * `switchyard exec --steal -- node local-app.mjs` as the developer, with the CLI as a user
+ * installs it (the product build's bin, test/env/images); returns once spawned.
  */
-export function installedCli(): string {
-  return join(buildProduct().dir, "dist/cli/src/main.js");
-}
-
 export async function startExec(stack: PodStack, target?: string): Promise<Exec> {
   const localPort = (await freePorts(1))[0]!;
   const startedAt = performance.now();

@@ -77,3 +77,12 @@ export function payloadSchemaOf(family: number, kind: number): DescMessage | und
 export function catalogEntries(): ReadonlyArray<readonly [number, number, DescMessage]> {
   return entries;
 }
+
+/** Families only the session's Default upstream answers (env, files, DNS, outgoing): DESIGN §5. */
+export const DEFAULT_ONLY_FAMILIES: ReadonlySet<number> = new Set([
+  F.ENV,
+  F.FILE,
+  F.DNS,
+  F.OUTGOING_TCP,
+  F.OUTGOING_UDP,
+]);

@@ -34,6 +34,7 @@ import {
   RouteDiscoveryStreamServer,
   RouteSnapshotCache,
   RouterAuthenticator,
+  stopServingRoutesWhenLeadershipEnds,
   TokenReviewAuthenticator,
 } from "./route-discovery/index.js";
 import { ControllerMetrics, installCrds } from "./runtime/index.js";
@@ -193,6 +194,7 @@ export async function startControlPlane(
   const onStartedLeading = (leading: AbortSignal) => {
     leadingNow = leading;
     logger.info({ identity: o.identity }, "leading");
+    stopServingRoutesWhenLeadershipEnds(leading, routes, streams);
     for (const work of leaderWork) {
       work(leading).catch((err: Error) => logger.error({ err: err.message }, "leader work failed"));
     }

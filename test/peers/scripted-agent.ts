@@ -56,6 +56,11 @@ export class ScriptedAgent {
   outgoingBytes = 0;
   /** Echo outgoing TCP/UDP data back (default true). */
   echo = true;
+  /**
+   * Answer the next `count` upgrades, after `delayMs`, with a 404 as a gateway that does not
+   * know the session yet does.
+   */
+  refuseUpgrades = { count: 0, delayMs: 0 };
 
   private server: Server | undefined;
   private wss: WebSocketServer | undefined;
@@ -94,6 +99,16 @@ export class ScriptedAgent {
       res.writeHead(404).end();
     });
     server.on("upgrade", (req, socket: Duplex, head) => {
+      if (this.refuseUpgrades.count > 0) {
+        this.refuseUpgrades.count--;
+        const body = JSON.stringify({ code: "SWITCHYARD_SESSION_NOT_FOUND", message: "no such session" });
+        const refuse = () =>
+          socket.end(
+            `HTTP/1.1 404 Not Found\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`,
+          );
+        setTimeout(refuse, this.refuseUpgrades.delayMs);
+        return;
+      }
       if (bearerSecret(req.headers) !== this.opts.secret) {
         socket.end("HTTP/1.1 401 Unauthorized\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
         return;

@@ -6,7 +6,8 @@
 // was. east's Service names its targetPort (the agent takes the port by name, no privilege);
 // west's numbers it (the iptables init container redirects it). Under `--network=transparent`
 // the command runs in exec's own namespaces: east's DNS, Services and files with no proxy
-// variables, for any program (transparent-network.ts).
+// variables, for any program (transparent-network.ts); those runs use the CLI as installed
+// (the package's bundled bin).
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { createServer as createHttpServer, request as httpRequest } from "node:http";
 import { tmpdir } from "node:os";
@@ -43,6 +44,7 @@ import {
   ready,
 } from "../env/born-workloads.js";
 import { podLogs } from "../env/pod-problems.js";
+import { installedCli } from "../env/images/product-build.js";
 import {
   baselineHostState,
   diffHostState,
@@ -121,10 +123,15 @@ async function explained<T>(e: Exec | undefined, fn: () => Promise<T>): Promise<
     return await fn();
   } catch (err) {
     const problems = await stack.describeProblems().catch(() => "");
-    const logs = await podLogs(stack.primary, "switchyard", "app.kubernetes.io/name=switchyard").catch(
-      (x: unknown) => `(no logs: ${String(x)})`,
-    );
-    (err as Error).message += `${e ? `\nCLI output:\n${e.output()}` : ""}\n${problems}\n${logs}`;
+    // Switchyard's pods in every cluster: a member's control plane and gateway routers too.
+    const logs: string[] = [];
+    for (const cluster of Object.values(stack.set.clusters))
+      logs.push(
+        await podLogs(cluster, "switchyard", "app.kubernetes.io/name=switchyard").catch(
+          (x: unknown) => `(no logs of ${cluster.name}: ${String(x)})`,
+        ),
+      );
+    (err as Error).message += `${e ? `\nCLI output:\n${e.output()}` : ""}\n${problems}\n${logs.join("\n")}`;
     throw err;
   }
 }
@@ -269,17 +276,15 @@ describe("transparent network", () => {
   });
   afterAll(() => rmSync(runTmp, { recursive: true, force: true }));
 
-  /** `switchyard exec --network=transparent -- …command` until it ends. */
+  /**
+   * `switchyard exec --network=transparent -- …command` until it ends, with the CLI as a user
+   * installs it (the package's bundled bin and its namespace helper).
+   */
   async function execToEnd(command: string[], name: string) {
     const proc = await launch({
       name: `switchyard-exec-${name}`,
-      ...tsx("cli/src/main.ts", [
-        "exec",
-        ...stack.developerCliArgs,
-        "--network=transparent",
-        "--",
-        ...command,
-      ]),
+      command: process.execPath,
+      args: [installedCli(), "exec", ...stack.developerCliArgs, "--network=transparent", "--", ...command],
       env: { TMPDIR: runTmp },
     });
     running.push(proc);

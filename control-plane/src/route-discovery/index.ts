@@ -4,6 +4,7 @@ export { RouteSnapshotCache } from "./snapshot-cache.js";
 export type { RouteSnapshot, RouteChanges, RouteSnapshotCacheOptions } from "./snapshot-cache.js";
 export { validateSessionRoute } from "./route-validation.js";
 export { RouteDiscoveryStreamServer } from "./stream-server.js";
+export { stopServingRoutesWhenLeadershipEnds, type RouterStreams } from "./leading-routes.js";
 export type {
   ConnectedRouter,
   LiveSessionsReport,

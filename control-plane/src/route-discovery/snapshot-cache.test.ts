@@ -159,6 +159,24 @@ describe("RouteSnapshotCache", () => {
     expect(new RouteSnapshotCache({ ready: true }).ready()).toBe(true);
   });
 
+  it("reset stops serving and forgets the table without publishing; old versions get the next term's full table", () => {
+    const c = new RouteSnapshotCache();
+    c.replaceAll([route("mc-a"), route("mc-b")]);
+    const before = c.version();
+    const seen: string[] = [];
+    c.onChange((v) => seen.push(v));
+    c.reset();
+    expect(c.ready()).toBe(false);
+    expect(c.size).toBe(0);
+    expect(seen).toEqual([]);
+    expect(c.version()).not.toBe(before);
+    // The next term: the sessions that still exist, then complete.
+    c.upsert(route("mc-b"));
+    c.markReady();
+    expect(c.changesSince(before)).toMatchObject({ full: true, version: c.version(), removes: [] });
+    expect(c.changesSince(before)!.upserts.map((r) => r.sessionId)).toEqual(["mc-b"]);
+  });
+
   it("notifies listeners once per published version", () => {
     const c = new RouteSnapshotCache({ ready: true });
     const seen: string[] = [];

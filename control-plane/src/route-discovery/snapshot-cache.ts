@@ -88,6 +88,21 @@ export class RouteSnapshotCache {
     for (const l of this.listeners) l(version);
   }
 
+  /**
+   * Stops serving and forgets the table, publishing nothing (a replica that stopped leading:
+   * its table would go stale, and pushing its removal would wipe every router). The next
+   * term fills it again and says when it is complete; a router presenting a version of
+   * before gets a full snapshot then.
+   */
+  reset(): void {
+    this.isReady = false;
+    this.routes.clear();
+    this.log = [];
+    this.seq++;
+    this.oldestDeltaSeq = this.seq;
+    this.published = undefined;
+  }
+
   /** The current version; never empty (an empty table is a version too). */
   version(): string {
     return `${this.epoch}.${this.seq}`;

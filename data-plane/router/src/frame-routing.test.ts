@@ -22,6 +22,7 @@ type Cluster = (typeof clusters)[number];
 let agents: Record<Cluster, ScriptedAgent>;
 let router: RouterServer;
 let client: RawSessionClient;
+let routerPort: number;
 
 beforeEach(async () => {
   agents = {
@@ -55,6 +56,7 @@ beforeEach(async () => {
     ],
   });
   const { port } = await router.listen();
+  routerPort = port;
   client = await RawSessionClient.connect(`ws://127.0.0.1:${port}/v1/sessions/${SESSION}`, SECRET);
   for (const c of clusters) await client.upstreamStatus(c, pb.UpstreamState.UP);
 });
@@ -133,6 +135,43 @@ describe("client frames to upstreams", () => {
     expect([received("east", family), received("west", family), received("north", family)]).toEqual([
       1, 0, 0,
     ]);
+  });
+
+  it("answers a request queued for a Default that did not come up with an error, not silence", async () => {
+    // A session whose Default gateway does not know it yet (its route arrives later): the
+    // link's first attempt is refused after the client's request was queued behind it.
+    agents.east.refuseUpgrades = { count: 1, delayMs: 300 };
+    router.table.apply({
+      fullResync: false,
+      version: "v2",
+      removes: [],
+      upserts: [
+        create(SessionRouteSchema, {
+          sessionId: "mc-late",
+          clientKeyHash: hashSecret(SECRET),
+          state: SessionState.READY,
+          upstreams: [
+            { cluster: "east", url: agents.east.url("late"), secret: "agent-east", isDefault: true },
+          ],
+        }),
+      ],
+    });
+    const late = await RawSessionClient.connect(`ws://127.0.0.1:${routerPort}/v1/sessions/mc-late`, SECRET);
+    try {
+      const reply = await late.request({ family: F.ENV, kind: pb.EnvKind.GET }, pb.EnvGetSchema, {});
+      expect(isError(reply)).toBe(true);
+      const e = reply.as(pb.ProtocolErrorSchema);
+      expect(e.code).toBe("SWITCHYARD_UPSTREAM_UNAVAILABLE");
+      expect(e.message).toMatch(
+        /upstream east did not come up \(.*404.*\); retry after its UpstreamStatus UP/,
+      );
+      // The link retries; once up, the same request is answered.
+      await late.upstreamStatus("east", pb.UpstreamState.UP);
+      const again = await late.request({ family: F.ENV, kind: pb.EnvKind.GET }, pb.EnvGetSchema, {});
+      expect(again.as(pb.EnvResultSchema).vars.AGENT_NAME).toBe("east");
+    } finally {
+      late.close();
+    }
   });
 
   it("answers env from the Default upstream", async () => {

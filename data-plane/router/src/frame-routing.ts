@@ -10,6 +10,7 @@
 import type { Logger } from "pino";
 import { ErrorCode } from "../../../proto/error-codes.js";
 import { errorFrame } from "../../../proto/error-frame.js";
+import { DEFAULT_ONLY_FAMILIES } from "../../../proto/frame-catalog.js";
 import {
   checkFrame,
   decodePayload,
@@ -128,6 +129,23 @@ export class FrameRouting {
     this.subscriptions.forget(link);
     this.broadcasts.upstreamGone(link, error);
     return closed.length;
+  }
+
+  /**
+   * Frames `link` queued while it first connected and then dropped (its first attempt
+   * failed, e.g. its gateway did not know the session yet): a request only that upstream
+   * would have answered gets an error now instead of no answer at all. Broadcasts stopped
+   * waiting for it in `upstreamLost`; subscriptions are replayed when it comes up.
+   */
+  unsent(link: UpstreamLink, frames: Buffer[]): void {
+    for (const data of frames) {
+      if (!DEFAULT_ONLY_FAMILIES.has(data[0]!)) continue;
+      this.client.error(
+        ErrorCode.UPSTREAM_UNAVAILABLE,
+        `upstream ${link.cluster} did not come up (${link.lastError}); retry after its UpstreamStatus UP`,
+        { requestId: data.readUInt32BE(4), family: data[0], kind: data[1], cluster: link.cluster },
+      );
+    }
   }
 
   /** The router's coarse sweep: completes broadcasts past the merge timeout. */

@@ -1,8 +1,10 @@
 // The router's RouteDiscovery client against a scripted gRPC server (grpc-js over TLS):
 // hello, ACK/NACK, version resent on reconnect, sink untouched while disconnected, token
-// re-read per connect, live-session reports periodic and on change, and a seamless
+// re-read per connect, a dial that never completes abandoned after connectTimeoutMs, live-session
+// reports periodic and on change, and a seamless
 // reconnect when the server ends the connection for its age (GOAWAY).
 import { Server, ServerCredentials, status, type ChannelOptions, type StatusObject } from "@grpc/grpc-js";
+import { createServer as createNetServer, type AddressInfo, type Socket } from "node:net";
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
 import { SessionState } from "../../../proto/gen/route_discovery_pb.js";
 import {
@@ -211,6 +213,47 @@ describe("RouteDiscoveryClient", () => {
     expect(t.client.status().lastError).toMatchObject({ code: "Unavailable", message: "leader changed" });
   });
 
+  it("abandons a connection that is not established in time and dials again", async () => {
+    // A peer that takes the TCP connection and never answers the TLS handshake, as a Service
+    // endpoint whose pod is gone leaves a dial hanging.
+    const dialled: Socket[] = [];
+    const silent = createNetServer((sock) => {
+      dialled.push(sock);
+      sock.on("error", () => {});
+    });
+    await new Promise<void>((r) => silent.listen(0, "127.0.0.1", r));
+    cleanups.push(
+      () =>
+        new Promise<void>((r) => {
+          for (const d of dialled) d.destroy();
+          silent.close(() => r());
+        }),
+    );
+    const client = new RouteDiscoveryClient({
+      url: `https://127.0.0.1:${(silent.address() as AddressInfo).port}`,
+      routerId: "router-0",
+      sink: { apply() {} },
+      liveSessions: () => [],
+      credentials: { token: () => "t", tls: { ca: ca.certPem } },
+      backoff: { initialMs: 20, maxMs: 50 },
+      connectTimeoutMs: 300,
+    });
+    const ac = new AbortController();
+    const done = client.start(ac.signal);
+    cleanups.push(async () => {
+      ac.abort();
+      await done;
+    });
+    await expect
+      .poll(() => client.status().lastError?.message, { timeout: 5_000 })
+      .toMatch(/^no connection to 127\.0\.0\.1:\d+ within 300 ms \(.*\); dialling again$/);
+    expect(client.status().lastError?.code).toBe("Unavailable");
+    // Each attempt is a new connection. (grpc-js does not cancel a TLS handshake in progress
+    // when its channel closes: a peer that never answers keeps that socket; a dial to a pod
+    // that is gone ends when the kernel gives up on its SYNs.)
+    await expect.poll(() => dialled.length, { timeout: 5_000 }).toBeGreaterThanOrEqual(2);
+  });
+
   it("reopens the stream at once when the server ends the connection for its age, keeping its table", async () => {
     // A 5 s backoff: were the GOAWAY treated as a failure, the next stream would come late.
     const t = await setup(
@@ -223,7 +266,11 @@ describe("RouteDiscoveryClient", () => {
     await expect.poll(() => first.requests.length).toBe(2);
 
     // GOAWAY after ~400 ms; the client moves before the 30 s grace would cut the stream.
-    await expect.poll(() => t.server.streams[1]?.requests.length, { timeout: 3_000 }).toBe(1);
+    await expect
+      .poll(() => t.server.streams[1]?.requests.length ?? JSON.stringify(t.client.status()), {
+        timeout: 3_000,
+      })
+      .toBe(1);
     await first.closed;
     expect(t.server.streams[1]!.requests[0]).toMatchObject({ routerId: "router-0", versionInfo: "v1" });
     expect(t.applied).toHaveLength(1); // served throughout, nothing cleared or re-applied

@@ -85,6 +85,12 @@ export interface RouteDiscoveryClientOptions {
   keepaliveIntervalMs?: number;
   /** A stream open this long without error resets the backoff, ms (default 5 000). */
   stableAfterMs?: number;
+  /**
+   * A connection not established (TCP, TLS, HTTP/2) within this is abandoned and the next
+   * attempt dials anew, ms (default 5 000). Through a Service, a dial may reach a control-plane
+   * pod that is gone (an endpoint not yet removed): its SYNs go unanswered for a minute or more.
+   */
+  connectTimeoutMs?: number;
   /** Called once for every push NACKed, with the error detail sent (the router counts them). */
   onRejected?: (detail: string) => void;
   logger?: Logger;
@@ -120,6 +126,7 @@ export class RouteDiscoveryClient {
   private readonly log: Logger;
   private readonly liveIntervalMs: number;
   private readonly stableAfterMs: number;
+  private readonly connectTimeoutMs: number;
   private appliedVersion = "";
   private call: DiscoveryCall | undefined;
   private reportScheduled = false;
@@ -165,6 +172,7 @@ export class RouteDiscoveryClient {
     }
     this.liveIntervalMs = positive("liveSessionsIntervalMs", opts.liveSessionsIntervalMs, 5_000);
     this.stableAfterMs = positive("stableAfterMs", opts.stableAfterMs, 5_000);
+    this.connectTimeoutMs = positive("connectTimeoutMs", opts.connectTimeoutMs, 5_000);
     const keepalive = positive("keepaliveIntervalMs", opts.keepaliveIntervalMs, 15_000);
     const b = opts.backoff ?? {};
     const d = RECONNECT_BACKOFF;
@@ -207,6 +215,23 @@ export class RouteDiscoveryClient {
       "grpc.keepalive_permit_without_calls": 1,
       // A full snapshot of a large table is one message; its size is the table's.
       "grpc.max_receive_message_length": -1,
+    });
+  }
+
+  /** Resolves once `client`'s connection is established; rejects UNAVAILABLE after connectTimeoutMs. */
+  private connected(
+    client: InstanceType<typeof RouteDiscoveryGrpcClient>,
+    signal: AbortSignal,
+  ): Promise<void> {
+    return new Promise((resolve, reject) => {
+      const onAbort = () => reject(new Error("stopped"));
+      signal.addEventListener("abort", onAbort, { once: true });
+      client.waitForReady(Date.now() + this.connectTimeoutMs, (err) => {
+        signal.removeEventListener("abort", onAbort);
+        if (!err) return resolve();
+        const details = `no connection to ${this.target} within ${this.connectTimeoutMs} ms (${err.message}); dialling again`;
+        reject(Object.assign(new Error(details), { code: Status.UNAVAILABLE, details }));
+      });
     });
   }
 
@@ -280,6 +305,12 @@ export class RouteDiscoveryClient {
     const metadata = new Metadata();
     if (token !== undefined) metadata.set("authorization", `Bearer ${token}`);
     const client = this.connect();
+    try {
+      await this.connected(client, signal);
+    } catch (err) {
+      client.close();
+      throw err;
+    }
     const call: DiscoveryCall = client.streamRoutes(metadata);
     // Failures reach the loop below; a late one (a write racing the end) must not throw.
     call.on("error", () => undefined);
@@ -400,7 +431,8 @@ function send(call: DiscoveryCall, req: DiscoveryRequest): void {
  */
 function onConnectionClosing(channel: ReturnType<Client["getChannel"]>, onClosing: () => void): () => void {
   let stopped = false;
-  let wasReady = false;
+  // The stream starts on an established connection (`connected`): READY from the start.
+  let wasReady = channel.getConnectivityState(false) === connectivityState.READY;
   const watch = (from: connectivityState): void => {
     if (stopped) return;
     channel.watchConnectivityState(from, Infinity, () => {

@@ -255,7 +255,7 @@ export class RoutedSession {
       {
         frame: (l, data, isBinary) => this.routing.fromUpstream(l, data, isBinary),
         up: (l, reconnected) => this.linkUp(l, reconnected),
-        down: (l, error, retryInMs) => this.linkLost(l, error, retryInMs),
+        down: (l, error, retryInMs, unsent) => this.linkLost(l, error, retryInMs, unsent),
         drained: (l) => this.flow.upstreamDrained(l),
       },
     );
@@ -272,8 +272,9 @@ export class RoutedSession {
   }
 
   /** The link is gone (for now): close its connections, stop waiting for it, tell the client. */
-  private linkLost(link: UpstreamLink, error: string, retryInMs: number): void {
+  private linkLost(link: UpstreamLink, error: string, retryInMs: number, unsent: Buffer[]): void {
     const closed = this.routing.upstreamLost(link, error);
+    this.routing.unsent(link, unsent);
     this.flow.upstreamDrained(link);
     if (this.helloDone) this.client.upstreamStatus(link, UpstreamState.DOWN, error, retryInMs, closed);
   }

@@ -73,8 +73,11 @@ export interface LinkEvents {
   frame(link: UpstreamLink, data: Buffer, isBinary: boolean): void;
   /** Hello completed: the link carries frames. `reconnected` is false for the first time. */
   up(link: UpstreamLink, reconnected: boolean): void;
-  /** The link was lost (or never came up); a retry is scheduled in `retryInMs`. */
-  down(link: UpstreamLink, error: string, retryInMs: number): void;
+  /**
+   * The link was lost (or never came up); a retry is scheduled in `retryInMs`. `unsent` are
+   * the frames queued while it first connected, which it never delivered (empty once it was up).
+   */
+  down(link: UpstreamLink, error: string, retryInMs: number, unsent: Buffer[]): void;
   /** The upstream's send queue drained below the low-water mark. */
   drained(link: UpstreamLink): void;
 }
@@ -315,6 +318,7 @@ export class UpstreamLink {
     this.state = "down";
     this.lastError = error;
     this.readingPaused = false;
+    const unsent = this.queue;
     this.queue = [];
     this.queuedBytes = 0;
     // Half of each delay is random ("equal jitter"): the sessions of an upstream that
@@ -328,7 +332,7 @@ export class UpstreamLink {
     }, retryInMs);
     this.retryTimer.unref();
     this.opts.log.warn({ cluster: this.cluster, error, retryInMs }, "upstream link down");
-    this.events.down(this, error, retryInMs);
+    this.events.down(this, error, retryInMs, unsent);
   }
 
   /**

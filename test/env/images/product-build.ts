@@ -137,3 +137,13 @@ export function buildProduct(root = REPO_ROOT): ProductBuild {
   }
   return { dir, workdir: build.workdir, stages };
 }
+
+/**
+ * The `switchyard` command as a user installs it: the package's bin from the product build
+ * (the bundled dist/bin/switchyard.mjs), not the sources under tsx, whose start-up compiles
+ * TypeScript.
+ */
+export function installedCli(root = REPO_ROOT): string {
+  const pkg = JSON.parse(readFileSync(join(root, "package.json"), "utf8")) as { bin: { switchyard: string } };
+  return join(buildProduct(root).dir, pkg.bin.switchyard);
+}

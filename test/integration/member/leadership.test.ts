@@ -2,7 +2,8 @@
 // kube-controller-manager (the test plays the kubelet). The MemberController runs behind a
 // real LeaseElector wired as the control plane wires it: every term calls `start` with that
 // term's signal. Another holder takes the Lease away and hands it back; a session created
-// while this replica does not lead is left alone, and the next term reconciles it (sidecar
+// while this replica does not lead is left alone (and its routing table is not served while it
+// does not lead), and the next term reconciles it (sidecar
 // injected, Ready, routed) and, once it is deleted, restores the workload exactly.
 import {
   AppsV1Api,
@@ -24,7 +25,10 @@ import {
   ORIGINAL_TEMPLATE_ANNOTATION,
   SidecarAgentProvisioner,
 } from "../../../control-plane/src/member/index.js";
-import { RouteSnapshotCache } from "../../../control-plane/src/route-discovery/index.js";
+import {
+  RouteSnapshotCache,
+  stopServingRoutesWhenLeadershipEnds,
+} from "../../../control-plane/src/route-discovery/index.js";
 import { installCrds } from "../../../control-plane/src/runtime/index.js";
 import { markPodRunning, runPods, startClusterSet, type ClusterSet } from "../../env/index.js";
 import { eventually } from "../../support/poll.js";
@@ -148,7 +152,10 @@ describe("member mode across leadership terms", () => {
       routes,
       waitingRecheckMs: 500,
     });
-    // As in control-plane.ts: each leadership term starts the member with that term's signal.
+    // As in control-plane.ts: each leadership term starts the member with that term's signal,
+    // and the routers' streams end with the term.
+    const closed: string[] = [];
+    const streams = { closeAll: (reason: string) => void closed.push(reason) };
     const terms: Promise<void>[] = [];
     const failures: unknown[] = [];
     const elector = new LeaseElector({
@@ -159,8 +166,10 @@ describe("member mode across leadership terms", () => {
       leaseDurationMs: 3_000,
       renewDeadlineMs: 2_000,
       retryPeriodMs: 200,
-      onStartedLeading: (leading) =>
-        terms.push(member.start(leading).catch((err: unknown) => void failures.push(err))),
+      onStartedLeading: (leading) => {
+        stopServingRoutesWhenLeadershipEnds(leading, routes, streams);
+        terms.push(member.start(leading).catch((err: unknown) => void failures.push(err)));
+      },
     });
     const stopElector = new AbortController();
     const electing = elector.start(stopElector.signal);
@@ -190,6 +199,9 @@ describe("member mode across leadership terms", () => {
           { timeoutMs: 20_000 },
         );
         await terms[0];
+        // It serves no routes now: its table would go stale while the other replica leads.
+        expect(routes.ready()).toBe(false);
+        expect(closed).toEqual(["this control-plane replica stopped leading; reconnect to reach the leader"]);
         // A session created meanwhile is nobody's here: no finalizer, no status, no sidecar.
         await sessions().create({
           metadata: { name: "web-session", namespace: NS },
@@ -222,6 +234,7 @@ describe("member mode across leadership terms", () => {
         return s?.status?.phase === "Ready" && s;
       });
       expect(ready.metadata.finalizers).toContain(MEMBER_FINALIZER);
+      expect(routes.ready()).toBe(true);
       expect(ready.status!.pod).toMatchObject({ name: agentPod.metadata!.name, ip: running.status!.podIP });
       expect(routes.get(sessionKey(NS, "web-session"))!.upstreams.map((u) => u.url)).toEqual([
         `ws://${running.status!.podIP}:9440/v1/sessions/${sessionKey(NS, "web-session")}`,

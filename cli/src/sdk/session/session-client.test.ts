@@ -1,7 +1,8 @@
 // SessionClient against an in-process fake router (a real WebSocket server on port 0):
 // frames sent right behind the HelloAck are not lost, upgrade refusals map to codes (401
 // fatal, 404 retried only just after creation), filtered-steal connections turn into
-// HTTP requests or raw connections, remote errors and silence reject requests, the
+// HTTP requests or raw connections, remote errors and silence reject requests, a request
+// only the Default answers waits (bounded) for the Default upstream to be up, the
 // target's mounts come back (or the agent's file error), outgoing TCP streams open (or are
 // dropped when refused), a lost router is replaced by the next one with subscriptions
 // restored, and a router that never returns ends in one `lost` event.
@@ -27,6 +28,8 @@ class FakeRouter {
   refuse = 0;
   /** Called after each refused upgrade. */
   onRefused: (() => void) | undefined;
+  /** Announce the Default upstream up right behind the HelloAck (false: the test does). */
+  defaultUpAtHello = true;
   readonly frames: DecodedFrame[] = [];
   socket: WebSocket | undefined;
   onFrame: ((f: DecodedFrame, ws: WebSocket) => void) | undefined;
@@ -58,17 +61,7 @@ class FakeRouter {
               ),
             );
             // In the same tick as the ack, as the real router does.
-            ws.send(
-              encodeFrame(
-                { family: F.CONTROL, kind: pb.ControlKind.UPSTREAM_STATUS },
-                pb.UpstreamStatusSchema,
-                {
-                  cluster: "east",
-                  state: pb.UpstreamState.UP,
-                  isDefault: true,
-                },
-              ),
-            );
+            if (this.defaultUpAtHello) this.upstreamStatus(pb.UpstreamState.UP);
             return;
           }
           this.onFrame?.(f, ws);
@@ -77,6 +70,20 @@ class FakeRouter {
     });
     await new Promise<void>((r) => this.server.listen(0, "127.0.0.1", () => r()));
     return `ws://127.0.0.1:${(this.server.address() as AddressInfo).port}/v1/sessions/mc-0000000000000001`;
+  }
+
+  /** Tells the client the Default upstream (east) is up or down. */
+  upstreamStatus(state: pb.UpstreamState): void {
+    this.socket?.send(
+      encodeFrame({ family: F.CONTROL, kind: pb.ControlKind.UPSTREAM_STATUS }, pb.UpstreamStatusSchema, {
+        cluster: "east",
+        state,
+        isDefault: true,
+        ...(state === pb.UpstreamState.DOWN
+          ? { error: "404 SWITCHYARD_SESSION_NOT_FOUND", retryInMs: 50 }
+          : {}),
+      }),
+    );
   }
 
   async stop(): Promise<void> {
@@ -166,6 +173,53 @@ describe("SessionClient", () => {
     const late = client([url], { notFoundGraceMs: 0 });
     router.refuse = 404;
     await expect(late.connect()).rejects.toMatchObject({ code: "SWITCHYARD_CLI_SESSION_NOT_FOUND" });
+  });
+
+  it("holds a Default-only request until the Default upstream is up, then sends it", async () => {
+    const { router, url } = await fake();
+    router.defaultUpAtHello = false;
+    router.onFrame = (f, ws) => {
+      if (f.header.family === F.ENV)
+        ws.send(
+          encodeFrame(
+            { family: F.ENV, kind: pb.EnvKind.RESULT, requestId: f.header.requestId },
+            pb.EnvResultSchema,
+            { vars: { FROM: "east" } },
+          ),
+        );
+    };
+    const c = client([url]);
+    await c.connect();
+    expect(c.defaultUp).toBe(false);
+    const env = c.env();
+    // The Default's gateway refused its first attempt (its route was still on the way).
+    router.upstreamStatus(pb.UpstreamState.DOWN);
+    await new Promise((r) => setTimeout(r, 100));
+    expect(router.frames.filter((f) => f.header.family === F.ENV)).toHaveLength(0);
+    router.upstreamStatus(pb.UpstreamState.UP);
+    await expect(env).resolves.toEqual({ FROM: "east" });
+    expect(c.defaultUp).toBe(true);
+  });
+
+  it("sends a Default-only request anyway once defaultUpWaitMs passed without the Default", async () => {
+    const { router, url } = await fake();
+    router.defaultUpAtHello = false;
+    router.onFrame = (f, ws) => {
+      if (f.header.family === F.DNS)
+        ws.send(
+          encodeFrame(
+            { family: F.CONTROL, kind: pb.ControlKind.ERROR, requestId: f.header.requestId },
+            pb.ProtocolErrorSchema,
+            { code: "SWITCHYARD_UPSTREAM_UNAVAILABLE", message: "upstream east is down", cluster: "east" },
+          ),
+        );
+    };
+    const c = client([url], { defaultUpWaitMs: 150 });
+    await c.connect();
+    const lookup = c.lookup("db");
+    await new Promise((r) => setTimeout(r, 50));
+    expect(router.frames.filter((f) => f.header.family === F.DNS)).toHaveLength(0);
+    await expect(lookup).rejects.toMatchObject({ remoteCode: "SWITCHYARD_UPSTREAM_UNAVAILABLE" });
   });
 
   it("rejects a request answered with a ProtocolError, and one never answered", async () => {

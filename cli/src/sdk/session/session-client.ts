@@ -25,6 +25,7 @@
 import { EventEmitter } from "node:events";
 import type { DescMessage, MessageInitShape, MessageShape } from "@bufbuild/protobuf";
 import * as pb from "../../../../proto/gen/session_pb.js";
+import { DEFAULT_ONLY_FAMILIES } from "../../../../proto/frame-catalog.js";
 import { decodePayload, encodeFrame } from "../../../../proto/frame-codec.js";
 import { CliError, CliErrorCode, type RemoteError } from "../cli-errors.js";
 import type { FrameSink } from "./frame-sink.js";
@@ -91,6 +92,12 @@ export interface SessionClientOptions {
   dialTimeoutMs?: number;
   /** How long the first connect retries a 404 (routing table not yet pushed), ms. Default 10 000. */
   notFoundGraceMs?: number;
+  /**
+   * How long a request only the Default cluster answers (env, files, DNS, outgoing) waits for
+   * the Default upstream to be up before it is sent anyway (the router then answers why it
+   * cannot be), ms. Default 10 000.
+   */
+  defaultUpWaitMs?: number;
 }
 
 export interface SessionClientEvents {
@@ -122,6 +129,7 @@ export class SessionClient extends EventEmitter<SessionClientEvents> implements 
   health: ClusterHealthInfo[] = [];
 
   readonly #pingIntervalMs: number;
+  readonly #defaultUpWaitMs: number;
   readonly #conn: RouterConnection;
   readonly #pending: PendingRequests;
   readonly #streams: SessionStreams;
@@ -145,6 +153,7 @@ export class SessionClient extends EventEmitter<SessionClientEvents> implements 
     const dialTimeoutMs = nonNegative("dialTimeoutMs", options.dialTimeoutMs ?? 10_000);
     const notFoundGraceMs = nonNegative("notFoundGraceMs", options.notFoundGraceMs ?? 10_000);
     const livenessTimeoutMs = nonNegative("livenessTimeoutMs", options.livenessTimeoutMs ?? 60_000);
+    this.#defaultUpWaitMs = nonNegative("defaultUpWaitMs", options.defaultUpWaitMs ?? 10_000);
     this.#conn = new RouterConnection(
       {
         sessionId: options.sessionId,
@@ -246,12 +255,43 @@ export class SessionClient extends EventEmitter<SessionClientEvents> implements 
     connectionId = 0,
   ): Promise<Buffer> {
     if (this.#conn.state !== "open") throw this.#conn.notConnected();
+    // Right after Ready a gateway may not know the session yet (its route is still on the
+    // way): its link comes up a moment later. Wait for it rather than be refused.
+    if (DEFAULT_ONLY_FAMILIES.has(family) && !this.defaultUp) {
+      await this.#whenDefaultUp();
+      if (this.#conn.state !== "open") throw this.#conn.notConnected();
+    }
     const { requestId, reply } = this.#pending.add(family);
     if (!this.#conn.send(encodeFrame({ family, kind, requestId, connectionId }, schema, init))) {
       this.#pending.forget(requestId);
       throw this.#conn.notConnected();
     }
     return reply;
+  }
+
+  /** The Default upstream's last known state is up. */
+  get defaultUp(): boolean {
+    for (const u of this.upstreams.values()) if (u.isDefault && u.up) return true;
+    return false;
+  }
+
+  /** Resolves once the Default upstream is up, or after `defaultUpWaitMs`, or when the session is lost. */
+  #whenDefaultUp(): Promise<void> {
+    return new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        this.off("upstream", onUpstream);
+        this.off("lost", done);
+        resolve();
+      };
+      const onUpstream = (ev: UpstreamEvent) => {
+        if (ev.isDefault && ev.up) done();
+      };
+      const timer = setTimeout(done, this.#defaultUpWaitMs);
+      timer.unref();
+      this.on("upstream", onUpstream);
+      this.on("lost", done);
+    });
   }
 
   async #ask<S extends DescMessage, R extends DescMessage>(
