@@ -1,5 +1,5 @@
 // `npm run bench -- <name> [options]`: runs one benchmark.
-//   router [--quick] [--unmasked] [--profile] [--k6 | --k6-only]   see bench/README.md
+//   router [--quick] [--unmasked] [--profile] [--k6 | --k6-only]   see bench/router/README.md
 //   sessions [--sessions n] [--memory-sessions n] [--concurrency n] [--push-only] [--fresh-stacks n]
 //   scale [--sessions n] [--concurrency n] [--sample n] [--quick]   many sessions on the local stack: Ready, routes, memory, leaks
 //   data-path [--quick] [--pin]
@@ -20,23 +20,23 @@
 //            [--pair-cpu q] [--profile] [--quick]                   sessions one router replica serves before p99 doubles; two replicas
 //   gateway-mux [--sessions n] [--rounds n] [--seconds n]          Primary router -> gateway: one multiplexed connection vs one per session
 import { Command } from "commander";
-import { defaultRouterBench, runRouterBench } from "./router-bench.js";
-import { defaultK6Bench, K6_SCENARIOS, runK6Bench, type K6Scenario } from "./k6-bench.js";
-import { defaultSessionsBench, runSessionsBench } from "./sessions.js";
-import { defaultDataPathBench, runDataPathBench } from "./data-path.js";
-import { defaultScaleBench, quickScaleBench, runScaleBench } from "./scale.js";
-import { defaultAgentMirrorBench, runAgentMirrorBench } from "./agent-mirror.js";
-import { defaultDeliveryBench, runDeliveryBench } from "./delivery.js";
-import { defaultFailoverBench, runFailoverBench } from "./failover.js";
-import { defaultPrimaryLatencyBench, runPrimaryLatencyBench } from "./primary-latency.js";
-import { defaultMemberLatencyBench, runMemberLatencyBench } from "./member-latency.js";
-import { defaultPodsBench, runPodsBench } from "./pods.js";
-import { defaultBranchingBench, runBranchingBench } from "./branching.js";
-import { defaultQueuesBench, quickQueuesBench, runQueuesBench } from "./queues.js";
-import { defaultTransparentBench, runTransparentBench } from "./transparent.js";
-import { defaultCapacityBench, quickCapacityBench, runCapacityBench } from "./capacity.js";
-import { defaultGatewayMuxBench, runGatewayMuxBench } from "./gateway-mux.js";
-import { CHAOS_SCENARIOS, defaultChaosBench, runChaosBench, type ChaosScenario } from "./chaos.js";
+import { defaultRouterBench, runRouterBench } from "./router/router-bench.js";
+import { defaultK6Bench, K6_SCENARIOS, runK6Bench, type K6Scenario } from "./k6/k6-bench.js";
+import { defaultSessionsBench, runSessionsBench } from "./sessions/sessions.js";
+import { defaultDataPathBench, runDataPathBench } from "./data-path/data-path.js";
+import { defaultScaleBench, quickScaleBench, runScaleBench } from "./sessions/scale.js";
+import { defaultAgentMirrorBench, runAgentMirrorBench } from "./data-path/agent-mirror.js";
+import { defaultDeliveryBench, runDeliveryBench } from "./data-path/delivery.js";
+import { defaultFailoverBench, runFailoverBench } from "./sessions/failover.js";
+import { defaultPrimaryLatencyBench, runPrimaryLatencyBench } from "./sessions/primary-latency.js";
+import { defaultMemberLatencyBench, runMemberLatencyBench } from "./sessions/member-latency.js";
+import { defaultPodsBench, runPodsBench } from "./pods/pods.js";
+import { defaultBranchingBench, runBranchingBench } from "./branching/branching.js";
+import { defaultQueuesBench, quickQueuesBench, runQueuesBench } from "./queues/queues.js";
+import { defaultTransparentBench, runTransparentBench } from "./data-path/transparent.js";
+import { defaultCapacityBench, quickCapacityBench, runCapacityBench } from "./router/capacity.js";
+import { defaultGatewayMuxBench, runGatewayMuxBench } from "./router/gateway-mux.js";
+import { CHAOS_SCENARIOS, defaultChaosBench, runChaosBench, type ChaosScenario } from "./chaos/chaos.js";
 
 const program = new Command("bench");
 program

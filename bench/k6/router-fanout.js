@@ -6,7 +6,7 @@
 // resolution, so `fanout_<n>_clusters_ms` records the mean round trip of each batch of 100
 // sequential ping → merged pong exchanges.
 //   k6 run -e ROUTER=ws://127.0.0.1:8080/v1/sessions/ -e SECRET=… -e CLUSTERS=1,2,4,8 bench/k6/router-fanout.js
-// Sessions are `k6-fanout-<n>` (bench/k6-stack.ts pushes them). Env: STAGE (default 15s),
+// Sessions are `k6-fanout-<n>` (bench/k6/k6-stack.ts pushes them). Env: STAGE (default 15s),
 // SESSION_MS (one connection's run, default 5000), VUS (default 1).
 import { WebSocket } from "k6/websockets";
 import { clearTimeout, setTimeout } from "k6/timers";

@@ -1,7 +1,7 @@
 /* global __ENV */
 // k6 scenario: session set-up — from asking for a new session to its first merged reply.
 // Each iteration: `POST /sessions?clusters=N` on the stack's control endpoint (the route is
-// pushed to the router over RouteDiscovery and acknowledged, see bench/k6-stack.ts) →
+// pushed to the router over RouteDiscovery and acknowledged, see bench/k6/k6-stack.ts) →
 // WebSocket to the router with the session's secret → Hello → every upstream up (the
 // router dials the agents when the client arrives) → ping → merged pong. The phases are
 // trends of their own; `setup_total_ms` is the whole of it.
