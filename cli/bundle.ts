@@ -1,27 +1,40 @@
-// `npm run build`'s last step: the `switchyard` command as one ES module per entry point,
-// dist/bin/switchyard.mjs (the package's bin) and dist/bin/namespace-helper.mjs (exec's
-// helper inside its namespaces, found next to the CLI), with their dependencies inlined.
+// `npm run build`'s last step: the `switchyard` command as bundles with their dependencies
+// inlined, in dist/bin/:
+// - switchyard.mjs, the package's bin (cli/src/bin/switchyard-bin.ts): a few lines that load
+// - switchyard.cjs, the whole CLI as one CommonJS file (cli/src/bin/cli-entry.ts), with V8's
+//   code cache (cli/src/bin/code-cache.ts): CommonJS because Node 20 can hand a saved cache
+//   to a script, not to an ES module;
+// - namespace-helper.cjs, exec's helper inside its namespaces, found next to the CLI.
 // Node loads one file far faster than the few hundred modules of dist/cli and node_modules
-// it replaces (`--version`: ~0.3 s instead of ~0.85 s on 2 cores), and a session's start is
-// the developer's wait. The compiled dist/cli stays for the SDK's users.
+// it replaces, and a cached compile faster still (`--version` on 2 cores: ~0.85 s from
+// dist/cli, ~0.3 s bundled, less with the cache, bench/README.md); a session's start is the
+// developer's wait. The compiled dist/cli stays for the SDK's users.
 import { build } from "esbuild";
 
-// Bundled CommonJS dependencies call `require` for Node's built-ins; an ES module has none.
-const requireShim =
-  "import { createRequire as __switchyardCreateRequire } from 'node:module';\n" +
-  "const require = __switchyardCreateRequire(import.meta.url);";
-
-await build({
-  entryPoints: {
-    switchyard: "cli/src/main.ts",
-    "namespace-helper": "cli/src/sdk/transparent/namespace-helper.ts",
-  },
+const common = {
   bundle: true,
   platform: "node",
-  format: "esm",
   target: "node20.19",
   outdir: "dist/bin",
-  outExtension: { ".js": ".mjs" },
-  banner: { js: requireShim },
   logLevel: "warning",
+} as const;
+
+await build({
+  ...common,
+  entryPoints: { switchyard: "cli/src/bin/switchyard-bin.ts" },
+  format: "esm",
+  outExtension: { ".js": ".mjs" },
+});
+
+await build({
+  ...common,
+  entryPoints: {
+    switchyard: "cli/src/bin/cli-entry.ts",
+    "namespace-helper": "cli/src/sdk/transparent/namespace-helper.ts",
+  },
+  format: "cjs",
+  outExtension: { ".js": ".cjs" },
+  // A CommonJS file has no import.meta: its URL is the file's own.
+  define: { "import.meta.url": "__switchyardModuleUrl" },
+  banner: { js: 'var __switchyardModuleUrl = require("node:url").pathToFileURL(__filename).href;' },
 });

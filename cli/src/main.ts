@@ -417,18 +417,23 @@ export async function run(argv: string[], out: Out = processOut): Promise<number
   return code;
 }
 
-// Executed as a program (bin, tsx) rather than imported by a test.
-const invokedDirectly = (() => {
-  try {
-    return realpathSync(process.argv[1] ?? "") === realpathSync(fileURLToPath(import.meta.url));
-  } catch {
-    return false;
-  }
-})();
-
-if (invokedDirectly) {
+/** Runs the command line as the program, and exits once it ended (with its exit code). */
+export async function runAsProgram(): Promise<void> {
   const code = await run(process.argv.slice(2));
   process.exitCode = code;
   // Let stdout drain, but never hang on a stray handle (a watch, a socket) after the command ended.
   setTimeout(() => process.exit(code), 500).unref();
 }
+
+// Executed as a program (tsx, dist/cli) rather than imported by a test; the bundled bin
+// (dist/bin/switchyard.cjs) runs it from bin/cli-entry.ts instead.
+const invokedDirectly = (() => {
+  try {
+    const self = fileURLToPath(import.meta.url);
+    return !self.endsWith(".cjs") && realpathSync(process.argv[1] ?? "") === realpathSync(self);
+  } catch {
+    return false;
+  }
+})();
+
+if (invokedDirectly) void runAsProgram();

@@ -41,14 +41,16 @@ afterAll(async () => {
 async function exec(
   flags: string[],
   env: Record<string, string> = {},
-  o: { localPort?: number; command?: string[] } = {},
+  o: { localPort?: number; command?: string[]; target?: string } = {},
 ) {
   const localPort = o.localPort ?? (await freePorts(1))[0]!;
+  const args = [...stack.developerCliArgs];
+  if (o.target) args[args.indexOf("-t") + 1] = o.target;
   const proc = await launch({
     name: "switchyard-exec-transparent",
     ...tsx("cli/src/main.ts", [
       "exec",
-      ...stack.developerCliArgs,
+      ...args,
       "--steal",
       "--port",
       `8080:${localPort}`,
@@ -160,6 +162,31 @@ describe("switchyard exec --network=transparent", () => {
     const added = leftovers().filter((l) => !before.includes(l));
     expect(added.every((l) => l.startsWith("switchyard-ns-"))).toBe(true);
     for (const d of added) rmSync(join(tmpdir(), d), { recursive: true, force: true });
+  });
+
+  it("builds the network while the session starts, and takes it down when the session cannot open", async () => {
+    const before = leftovers();
+    const mark = `no-session-${process.pid}-${Date.now()}`;
+    // A target no cluster has: the session fails after its namespace helper has started.
+    const flags = ["--network=transparent", "--ready-timeout", "20"];
+    const { proc } = await exec(flags, { SWITCHYARD_E2E_MARK: mark }, { target: "deployment/no-such-app" });
+    const helpers = new Set<number>();
+    const code = await Promise.race([
+      proc.exited,
+      (async () => {
+        for (;;) {
+          for (const p of processesWith(`SWITCHYARD_E2E_MARK=${mark}`)) if (p !== proc.pid) helpers.add(p);
+          await new Promise((r) => setTimeout(r, 20));
+        }
+      })(),
+    ]);
+    expect(code).toBe(1);
+    expect(proc.output()).toMatch(/switchyard: error: session \S+ (failed|was not ready)/);
+    expect(proc.output()).not.toContain("transparent app ready");
+    // Its helper ran (unshare and node at least) while the session was starting, and is gone.
+    expect(helpers.size).toBeGreaterThanOrEqual(2);
+    expect(processesWith(`SWITCHYARD_E2E_MARK=${mark}`)).toEqual([]);
+    expect(leftovers()).toEqual(before);
   });
 
   it("keeps delivering to a local port this machine already serves (an app run in a debugger)", async () => {

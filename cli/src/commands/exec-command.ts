@@ -23,7 +23,8 @@ import type { SessionConfig } from "../sdk/local/session-config.js";
 import type { SessionClientOptions } from "../sdk/session/session-client.js";
 import { TrafficDelivery } from "../sdk/local/traffic-delivery.js";
 import { openCommandSession } from "./command-session.js";
-import { startWithNetwork, type ExecNetwork } from "./exec-network.js";
+import { startNetworkEarly, startWithNetwork, type EarlyNetwork, type ExecNetwork } from "./exec-network.js";
+import { collectTargetFiles } from "../sdk/transparent/target-files.js";
 import type { LocalCommand } from "./local-command.js";
 
 export { childEnvironment, LOCAL_ONLY_ENV } from "./exec-network.js";
@@ -62,17 +63,27 @@ export async function execCommand(
     if (!o.quiet) out.stderr(`switchyard: ${t}\n`);
   };
   const warn = (t: string) => out.stderr(`switchyard: ${t}\n`);
-  const session = await openCommandSession(kc, cfg, out, {
-    ...(o.quiet !== undefined ? { quiet: o.quiet } : {}),
-    ...(o.readyTimeoutMs !== undefined ? { readyTimeoutMs: o.readyTimeoutMs } : {}),
-    ...(o.client ? { client: o.client } : {}),
-  });
-  const local: LocalParts = {};
+  const onError = (what: string, err: Error) => warn(`outgoing ${what} failed: ${err.message}`);
+  // The transparent network is built while the session starts (it needs the session only for CMD).
+  const early = await startNetworkEarly(cfg, o.command[0]!, o.quiet ?? false, warn, onError);
+  let session: Session;
+  try {
+    session = await openCommandSession(kc, cfg, out, {
+      ...(o.quiet !== undefined ? { quiet: o.quiet } : {}),
+      ...(o.readyTimeoutMs !== undefined ? { readyTimeoutMs: o.readyTimeoutMs } : {}),
+      ...(o.client ? { client: o.client } : {}),
+    });
+  } catch (err) {
+    await early?.abandon("the session did not open");
+    throw err;
+  }
+  const local: LocalParts = { ...(early ? { early } : {}), onError };
   try {
     return await runWithSession(session, cfg, o, log, warn, local);
   } finally {
     local.delivery?.stop();
     await local.net?.close();
+    await early?.abandon("exec finished");
     await local.forwards?.close();
     await session.close("exec finished").then(
       () => log(`session ${session.id} deleted`),
@@ -83,6 +94,8 @@ export async function execCommand(
 
 /** What exec runs locally around the session, closed when it ends. */
 interface LocalParts {
+  early?: EarlyNetwork;
+  onError: (what: string, err: Error) => void;
   net?: ExecNetwork;
   delivery?: TrafficDelivery;
   forwards?: BranchForwards;
@@ -138,6 +151,9 @@ async function runWithSession(
     const filter = split ? describeSplitFilter(split) : "its filter matches";
     log(`${q.envVar} → ${q.localValue} (queue ${q.queueId}, ${q.mode}: messages where ${filter})`);
   }
+  // The environment and the target's files are read side by side (both from the Default cluster's agent).
+  const target = local.early ? collectTargetFiles(client, { extraPaths: cfg.files }) : undefined;
+  target?.catch(() => {}); // awaited below; an env failure must not leave it unhandled
   const remoteEnv = await client.env({
     include: cfg.envInclude,
     exclude: cfg.envExclude,
@@ -152,9 +168,10 @@ async function runWithSession(
     command: o.command,
     baseEnv: o.baseEnv ?? process.env,
     remoteEnv,
-    quiet: o.quiet ?? false,
+    ...(local.early && target ? { early: { network: local.early, target } } : {}),
     log,
     warn,
+    onError: local.onError,
   });
   local.net = net;
   const delivery = new TrafficDelivery(client, {

@@ -7,11 +7,15 @@
 // With --network=auto a machine that cannot do the transparent network says why in one line
 // and uses the proxy; with --network=transparent that is an error. A namespace that cannot be
 // built also falls back before CMD ever ran, so nothing is lost.
+// The transparent network starts before the session (`startNetworkEarly`): its helper builds
+// the namespace's network while the session is created and reconciled, and gets the target's
+// files, DNS and CMD once the session is open (`startWithNetwork`).
 import { CliError, CliErrorCode } from "../sdk/cli-errors.js";
 import { LocalProxy } from "../sdk/local/local-proxy.js";
 import { sessionUdpRelay } from "../sdk/local/session-udp-relay.js";
 import type { SessionConfig } from "../sdk/local/session-config.js";
 import type { SessionClient } from "../sdk/session/session-client.js";
+import type { TargetFiles } from "../sdk/transparent/target-files.js";
 import { TransparentRun } from "../sdk/transparent/transparent-run.js";
 import { checkTransparentSupport } from "../sdk/transparent/transparent-support.js";
 import { startLocalCommand, type LocalCommand } from "./local-command.js";
@@ -60,19 +64,94 @@ export interface ExecNetwork {
   close(): Promise<void>;
 }
 
+/**
+ * The transparent network started before the session: its helper runs and builds the
+ * namespace's network while the session starts. Owned by whoever holds it until
+ * `startWithNetwork` takes it; `abandon` ends it (idempotent, nothing once taken).
+ */
+export interface EarlyNetwork {
+  readonly run: TransparentRun;
+  readonly command: LocalCommand;
+  /** Resolves if the helper ends (it never does before it said ready, unless something is wrong). */
+  readonly ended: Promise<{ ready: false; error: string }>;
+  abandon(reason: string): Promise<void>;
+  /** Hands it over to whoever runs CMD with it (then `abandon` does nothing); false once abandoned. */
+  take(): boolean;
+}
+
+/**
+ * Starts the transparent network if exec will use it: undefined for --no-proxy and
+ * --network=proxy, and (saying why) where this machine cannot, with --network=auto.
+ */
+export async function startNetworkEarly(
+  cfg: SessionConfig,
+  cmdName: string,
+  quiet: boolean,
+  warn: (t: string) => void,
+  onError: (what: string, err: Error) => void,
+): Promise<EarlyNetwork | undefined> {
+  if (!cfg.proxy || cfg.network === "proxy") return undefined;
+  const support = checkTransparentSupport();
+  if (!support.ok) {
+    if (cfg.network === "transparent")
+      throw new CliError(
+        CliErrorCode.INVALID_OPTION,
+        `--network=transparent is not possible here: ${support.reason}`,
+      );
+    warn(`transparent network unavailable: ${support.reason}; using --network=proxy`);
+    return undefined;
+  }
+  const run = await TransparentRun.start({
+    tun2socks: support.tun2socks,
+    keepLocal: cfg.keepLocal,
+    quiet,
+    onError,
+  });
+  const h = run.helperCommand();
+  const command = startLocalCommand(h.cmd, h.args, { env: h.env, warn, name: cmdName });
+  const ended = new Promise<{ ready: false; error: string }>((resolve) => {
+    command.child.once("exit", (code, signal) =>
+      resolve({ ready: false, error: `the namespace helper ended (${code ?? signal}) before it was ready` }),
+    );
+    command.child.once("error", (err) => resolve({ ready: false, error: err.message }));
+  });
+  let state: "held" | "taken" | "gone" = "held";
+  return {
+    run,
+    command,
+    ended,
+    abandon: async (reason) => {
+      if (state !== "held") return;
+      state = "gone";
+      run.cancel(reason);
+      command.takeDown();
+      await ended;
+      await command.finish();
+      await run.close();
+    },
+    take: () => {
+      if (state !== "held") return false;
+      state = "taken";
+      return true;
+    },
+  };
+}
+
 export interface ExecNetworkInput {
   client: SessionClient;
   cfg: SessionConfig;
   command: string[];
   baseEnv: NodeJS.ProcessEnv;
   remoteEnv: Record<string, string>;
-  quiet: boolean;
+  /** The transparent network started with the session (startNetworkEarly), and the target's files. */
+  early?: { network: EarlyNetwork; target: Promise<TargetFiles> };
   log: (t: string) => void;
   warn: (t: string) => void;
+  onError: (what: string, err: Error) => void;
 }
 
 export async function startWithNetwork(i: ExecNetworkInput): Promise<ExecNetwork> {
-  const { cfg, client, log, warn } = i;
+  const { cfg, client, log, warn, onError } = i;
   const [cmd, ...args] = i.command as [string, ...string[]];
   if (!cfg.proxy) {
     const command = startLocalCommand(cmd, args, {
@@ -81,20 +160,9 @@ export async function startWithNetwork(i: ExecNetworkInput): Promise<ExecNetwork
     });
     return { mode: "none", command, close: async () => {} };
   }
-  const onError = (what: string, err: Error) => warn(`outgoing ${what} failed: ${err.message}`);
-  if (cfg.network !== "proxy") {
-    const support = checkTransparentSupport();
-    if (!support.ok) {
-      if (cfg.network === "transparent")
-        throw new CliError(
-          CliErrorCode.INVALID_OPTION,
-          `--network=transparent is not possible here: ${support.reason}`,
-        );
-      warn(`transparent network unavailable: ${support.reason}; using --network=proxy`);
-    } else {
-      const started = await startTransparent(i, support.tun2socks, onError);
-      if (started) return started;
-    }
+  if (i.early) {
+    const started = await startTransparent(i, i.early.network, i.early.target);
+    if (started) return started;
   }
   const proxy = new LocalProxy({
     dialer: { dial: (host, port) => client.connectTcp(host, port) },
@@ -112,30 +180,28 @@ export async function startWithNetwork(i: ExecNetworkInput): Promise<ExecNetwork
 
 async function startTransparent(
   i: ExecNetworkInput,
-  tun2socks: string,
-  onError: (what: string, err: Error) => void,
+  early: EarlyNetwork,
+  targetRead: Promise<TargetFiles>,
 ): Promise<ExecNetwork | undefined> {
-  const { cfg, client, log, warn } = i;
-  const run = await TransparentRun.prepare({
+  const { cfg, client, log, warn, onError } = i;
+  const { run, command, ended } = early;
+  let target: TargetFiles;
+  try {
+    target = await targetRead;
+  } catch (err) {
+    await early.abandon("the target's files could not be read");
+    throw err;
+  }
+  if (!early.take()) throw new CliError(CliErrorCode.CLOSED, "interrupted");
+  run.configure({
     command: i.command,
     env: childEnvironment(i.baseEnv, i.remoteEnv, undefined, client.sessionId),
-    tun2socks,
-    files: client,
-    dial: (host, port) => client.connectTcp(host, port),
-    udp: sessionUdpRelay(client, (t, err) => onError(`UDP to ${t}`, err)),
+    target,
     deliverPorts: [...new Set(cfg.ports.map((p) => p.local))],
-    keepLocal: cfg.keepLocal,
-    extraFiles: cfg.files,
-    quiet: i.quiet,
-    onError,
-  });
-  const h = run.helperCommand();
-  const command = startLocalCommand(h.cmd, h.args, { env: h.env, warn, name: i.command[0]! });
-  const ended = new Promise<{ ready: false; error: string }>((resolve) => {
-    command.child.once("exit", (code, signal) =>
-      resolve({ ready: false, error: `the namespace helper ended (${code ?? signal}) before it was ready` }),
-    );
-    command.child.once("error", (err) => resolve({ ready: false, error: err.message }));
+    outgoing: {
+      dial: (host, port) => client.connectTcp(host, port),
+      udp: sessionUdpRelay(client, (t, err) => onError(`UDP to ${t}`, err)),
+    },
   });
   const r = await Promise.race([run.ready(), ended]);
   if (r.ready) {

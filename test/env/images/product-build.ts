@@ -140,7 +140,7 @@ export function buildProduct(root = REPO_ROOT): ProductBuild {
 
 /**
  * The `switchyard` command as a user installs it: the package's bin from the product build
- * (the bundled dist/bin/switchyard.mjs), not the sources under tsx, whose start-up compiles
+ * (dist/bin/switchyard.mjs, which loads the bundled CLI), not the sources under tsx, whose start-up compiles
  * TypeScript.
  */
 export function installedCli(root = REPO_ROOT): string {

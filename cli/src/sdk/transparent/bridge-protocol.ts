@@ -1,8 +1,11 @@
 // The wire between the CLI and its helper inside the command's namespaces: a Unix socket
 // (a path in the CLI's private directory, reachable from both network namespaces). Each
 // connection opens with one JSON line, the request; the CLI answers one JSON line, then:
-// - `setup`: nothing more; the answer is the NamespaceSetup and the connection stays open as
-//   the helper's control line (the helper writes `{"ready":true}` or `{"ready":false,…}`).
+// - `setup`: the connection stays open as the helper's control line. The answer carries the
+//   NamespaceBase, sent at once: the helper builds the namespace's network with it while the
+//   session is still starting. Once the session is open the CLI writes `{"setup":…}` (the
+//   NamespaceSetup: the target's files, DNS, ports and the command), or `{"cancel":…}` when
+//   the session could not open; the helper answers `{"ready":true}` or `{"ready":false,…}`.
 // - `tcp`:   raw bytes both ways, to host:port (through the Default cluster, or from this
 //   machine when `local` or the address is kept local).
 // - `udp`:   datagram frames both ways (encodeDatagram / DatagramReader), one UDP flow.
@@ -21,11 +24,8 @@ export interface LayerFile {
   data: string;
 }
 
-/** What the helper needs to build the namespace and run the command. */
-export interface NamespaceSetup {
-  command: string[];
-  env: Record<string, string>;
-  cwd: string;
+/** What the helper needs before the session is open: it builds the namespace's network. */
+export interface NamespaceBase {
   /** The user the command runs as (the CLI's own ids). */
   uid: number;
   gid: number;
@@ -36,6 +36,21 @@ export interface NamespaceSetup {
    * touch a disk and vanish with the namespace.
    */
   dir: string;
+  /** Log level: "quiet" says only failures. */
+  quiet: boolean;
+}
+
+/** The base's answer to `setup`. */
+export type SetupAnswer = { ok: true; base: NamespaceBase } | { ok: false; error: string };
+
+/** What the CLI writes on the control line once the session is open, or could not be. */
+export type SetupLine = { setup: NamespaceSetup } | { cancel: string };
+
+/** What the helper needs once the session is open: the target's files, DNS, ports and the command. */
+export interface NamespaceSetup {
+  command: string[];
+  env: Record<string, string>;
+  cwd: string;
   /** The namespace's /etc/resolv.conf (nameserver: the helper's resolver). */
   resolvConf: string;
   /** Where the helper's resolver sends queries (the pod's nameservers), through the Default cluster. */
@@ -45,8 +60,6 @@ export interface NamespaceSetup {
   hostListeners: Array<{ host: string; port: number }>;
   /** Command ports the CLI delivers incoming traffic to: each served at `incomingSocket(dir, port)`. */
   deliverPorts: number[];
-  /** Log level: "quiet" says only failures. */
-  quiet: boolean;
 }
 
 export const MAX_LINE_BYTES = 4 * 1024 * 1024;
@@ -68,7 +81,7 @@ export function writeLine(socket: Socket, value: unknown): void {
   socket.write(`${JSON.stringify(value)}\n`);
 }
 
-/** Reads one JSON line; whatever follows it is pushed back for the next reader. */
+/** Reads one JSON line; whatever follows it is pushed back for the next reader, the socket paused. */
 export function readLine<T>(socket: Socket, maxBytes = MAX_LINE_BYTES): Promise<T> {
   return new Promise<T>((resolve, reject) => {
     let buf: Buffer = Buffer.alloc(0);
@@ -102,6 +115,8 @@ export function readLine<T>(socket: Socket, maxBytes = MAX_LINE_BYTES): Promise<
     socket.once("end", onEnd);
     socket.once("error", onEnd);
     socket.once("close", onEnd);
+    // An earlier readLine left the socket paused after its own line.
+    socket.resume();
   });
 }
 

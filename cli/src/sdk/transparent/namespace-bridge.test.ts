@@ -7,9 +7,15 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import type { UdpFlow } from "../local/local-proxy.js";
-import { readLine, writeLine, type NamespaceSetup } from "./bridge-protocol.js";
+import {
+  readLine,
+  writeLine,
+  type NamespaceBase,
+  type NamespaceSetup,
+  type SetupLine,
+} from "./bridge-protocol.js";
 import { bridgeRequest, bridgeTcp, bridgeUdpRelay } from "./helper-bridge.js";
-import { NamespaceBridge } from "./namespace-bridge.js";
+import { NamespaceBridge, type SessionOutgoing } from "./namespace-bridge.js";
 import { keepLocalList, sweepStaleRuns } from "./transparent-run.js";
 
 const closers: Array<() => unknown> = [];
@@ -31,15 +37,21 @@ const read = (s: NodeJS.ReadableStream) =>
     s.on("end", () => resolve(b));
   });
 
-async function bridge(opts: { remotePort: number; keep?: string[]; fail?: string }) {
+const BASE: NamespaceBase = {
+  uid: 1000,
+  gid: 1000,
+  tun2socks: "/bin/tun2socks",
+  dir: "/tmp/x",
+  quiet: false,
+};
+
+async function bridge(opts: { remotePort: number; keep?: string[]; fail?: string; open?: boolean }) {
   const dir = mkdtempSync(join(tmpdir(), "bridge-"));
   closers.push(() => rmSync(dir, { recursive: true, force: true }));
   const dialed: string[] = [];
   const flows: Array<{ sent: string[] }> = [];
   const keep = keepLocalList(opts.keep ?? []);
-  const b = new NamespaceBridge({
-    path: join(dir, "bridge.sock"),
-    setup: { command: ["true"] } as unknown as NamespaceSetup,
+  const outgoing: SessionOutgoing = {
     dial: async (host, port) => {
       dialed.push(`${host}:${port}`);
       if (opts.fail) throw new Error(opts.fail);
@@ -61,11 +73,18 @@ async function bridge(opts: { remotePort: number; keep?: string[]; fail?: string
         };
       },
     },
+  };
+  const b = new NamespaceBridge({
+    path: join(dir, "bridge.sock"),
+    base: BASE,
+    ...(opts.open === false
+      ? {}
+      : { setup: { command: ["true"] } as unknown as NamespaceSetup, ...outgoing }),
     keepLocal: (a) => keep.check(a),
   });
   await b.listen();
   closers.push(() => b.close());
-  return { b, path: b.path, dialed, flows };
+  return { b, path: b.path, dialed, flows, outgoing };
 }
 
 describe("namespace bridge", () => {
@@ -110,9 +129,47 @@ describe("namespace bridge", () => {
   it("hands the helper its setup and learns whether the namespace is ready", async () => {
     const { path, b } = await bridge({ remotePort: 1 });
     const { socket, answer } = await bridgeRequest(path, { op: "setup" });
-    expect((answer as unknown as { setup: { command: string[] } }).setup.command).toEqual(["true"]);
+    expect(answer).toEqual({ ok: true, base: BASE });
+    expect(await readLine<SetupLine>(socket)).toEqual({ setup: { command: ["true"] } });
     writeLine(socket, { ready: false, error: "ip: not found" });
     expect(await b.ready()).toEqual({ ready: false, error: "ip: not found" });
+    socket.destroy();
+  });
+
+  it("gives the helper its base before the session is open, and the rest once it is", async () => {
+    const remote = await tagServer("from-the-cluster");
+    const { path, b, outgoing, dialed } = await bridge({ remotePort: remote, open: false });
+    const { socket, answer } = await bridgeRequest(path, { op: "setup" });
+    expect(answer).toEqual({ ok: true, base: BASE });
+    // Nothing of the namespace leaves before the session is open, not even from this machine.
+    await expect(bridgeTcp(path, "10.96.12.7", 5432)).rejects.toThrow("the session is not open yet");
+    const early = bridgeUdpRelay(path).open();
+    const closed = new Promise<void>((r) => early.onClose(() => r()));
+    early.send("10.96.0.10", 53, Buffer.from("q0"));
+    await closed;
+    let next: SetupLine | undefined;
+    void readLine<SetupLine>(socket).then((l) => (next = l));
+    await new Promise((r) => setTimeout(r, 50));
+    expect(next).toBeUndefined();
+    const setup = { command: ["app"], deliverPorts: [9000] } as unknown as NamespaceSetup;
+    b.configure(setup, outgoing);
+    b.cancel("too late: already configured");
+    for (let i = 0; i < 100 && !next; i++) await new Promise((r) => setTimeout(r, 10));
+    expect(next).toEqual({ setup });
+    expect(await read(await bridgeTcp(path, "10.96.12.7", 5432))).toBe("from-the-cluster");
+    expect(dialed).toEqual(["10.96.12.7:5432"]);
+    // One helper: a second control line is refused.
+    const second = await bridgeRequest(path, { op: "setup" });
+    expect(second.answer).toEqual({ ok: false, error: "the namespace helper is already connected" });
+    second.socket.destroy();
+    socket.destroy();
+  });
+
+  it("tells a helper that connects after a cancel to end", async () => {
+    const { path, b } = await bridge({ remotePort: 1, open: false });
+    b.cancel("the session did not open");
+    const { socket } = await bridgeRequest(path, { op: "setup" });
+    expect(await readLine<SetupLine>(socket)).toEqual({ cancel: "the session did not open" });
     socket.destroy();
   });
 

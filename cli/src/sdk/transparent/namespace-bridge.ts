@@ -1,6 +1,7 @@
 // The CLI's end of the bridge (bridge-protocol.ts): a Unix socket in the CLI's private
 // directory that the helper inside the command's namespaces connects to. It hands the helper
-// its setup, learns when the namespace is ready (or why it could not be built), and carries
+// its base at once and its setup once the session is open (`configure`), learns when the
+// namespace is ready (or why it could not be built), and carries
 // the namespace's TCP connections and UDP flows: through the session's outgoing path (the
 // Default cluster), or from this machine for loopback and the addresses kept local.
 import { createSocket, type Socket as UdpSocket } from "node:dgram";
@@ -14,17 +15,25 @@ import {
   readLine,
   writeLine,
   type BridgeRequest,
+  type NamespaceBase,
   type NamespaceSetup,
+  type SetupLine,
 } from "./bridge-protocol.js";
 
-export interface NamespaceBridgeOptions {
-  /** The socket's path (in a 0700 directory of the CLI's). */
-  path: string;
-  setup: NamespaceSetup;
+/** The namespace's way out through the session (the Default cluster). */
+export interface SessionOutgoing {
   /** Outgoing TCP through the Default cluster. */
   dial(host: string, port: number): Promise<Duplex>;
   /** Outgoing UDP through the Default cluster. */
   udp: UdpRelay;
+}
+
+export interface NamespaceBridgeOptions extends Partial<SessionOutgoing> {
+  /** The socket's path (in a 0700 directory of the CLI's). */
+  path: string;
+  base: NamespaceBase;
+  /** The rest of the setup when it is known up front (else `configure` it). */
+  setup?: NamespaceSetup;
   /** Whether an address stays on this machine (loopback always does). */
   keepLocal(address: string): boolean;
   /** A connection or flow failed, for the CLI's log. */
@@ -41,11 +50,34 @@ export class NamespaceBridge {
   readonly #flows = new Set<UdpFlow>();
   #ready: Promise<HelperReady>;
   #settle!: (r: HelperReady) => void;
+  #outgoing: SessionOutgoing | undefined;
+  /** The line the helper waits for after its base, once known; and its control line, once connected. */
+  #line: SetupLine | undefined;
+  #control: Socket | undefined;
   /** Counters for tests and the status line. */
   readonly stats = { tcp: 0, udpFlows: 0, local: 0 };
 
   constructor(private readonly o: NamespaceBridgeOptions) {
     this.#ready = new Promise((resolve) => (this.#settle = resolve));
+    if (o.dial && o.udp) this.#outgoing = { dial: o.dial, udp: o.udp };
+    if (o.setup) this.#line = { setup: o.setup };
+  }
+
+  /** The session is open: the namespace's connections go through it, and the helper gets its setup. */
+  configure(setup: NamespaceSetup, outgoing: SessionOutgoing): void {
+    this.#outgoing = outgoing;
+    this.#send({ setup });
+  }
+
+  /** The session could not open: the helper ends without running the command. */
+  cancel(reason: string): void {
+    this.#send({ cancel: reason });
+  }
+
+  #send(line: SetupLine): void {
+    if (this.#line) return;
+    this.#line = line;
+    if (this.#control && !this.#control.destroyed) writeLine(this.#control, line);
   }
 
   get path(): string {
@@ -85,7 +117,7 @@ export class NamespaceBridge {
       socket.destroy();
       return;
     }
-    if (req.op === "setup") return this.#control(socket);
+    if (req.op === "setup") return this.#controlLine(socket);
     if (req.op === "tcp" && typeof req.host === "string" && Number.isInteger(req.port))
       return this.#tcp(socket, req.host, req.port, req.local === true);
     if (req.op === "udp") return this.#udp(socket);
@@ -93,8 +125,15 @@ export class NamespaceBridge {
     socket.end();
   }
 
-  #control(socket: Socket): void {
-    writeLine(socket, { ok: true, setup: this.o.setup });
+  #controlLine(socket: Socket): void {
+    if (this.#control) {
+      writeLine(socket, { ok: false, error: "the namespace helper is already connected" });
+      socket.end();
+      return;
+    }
+    this.#control = socket;
+    writeLine(socket, { ok: true, base: this.o.base });
+    if (this.#line) writeLine(socket, this.#line);
     socket.resume();
     void readLine<HelperReady>(socket).then(
       (r) => this.#settle(r.ready ? { ready: true } : { ready: false, error: String(r.error) }),
@@ -115,7 +154,10 @@ export class NamespaceBridge {
     this.stats.tcp++;
     const local = this.#isLocal(host, forcedLocal);
     try {
-      if (!local) return await this.o.dial(host, port);
+      if (!local) {
+        if (!this.#outgoing) throw new Error("the session is not open yet");
+        return await this.#outgoing.dial(host, port);
+      }
       this.stats.local++;
       return await new Promise<Duplex>((resolve, reject) => {
         const c = connect({ host: forcedLocal && !isIP(host) ? "127.0.0.1" : host, port });
@@ -149,8 +191,7 @@ export class NamespaceBridge {
     const back = (from: { host: string; port: number }, data: Buffer) => {
       if (!socket.destroyed) socket.write(encodeDatagram(from.host, from.port, data));
     };
-    const open = (isLocal: boolean): UdpFlow => {
-      const flow = isLocal ? localUdpFlow() : this.o.udp.open();
+    const open = (flow: UdpFlow): UdpFlow => {
       this.#flows.add(flow);
       flow.onMessage(back);
       flow.onClose((error) => {
@@ -172,8 +213,15 @@ export class NamespaceBridge {
         return;
       }
       for (const d of datagrams) {
-        if (this.#isLocal(d.host, false)) (local ??= open(true)).send(d.host, d.port, d.data);
-        else (remote ??= open(false)).send(d.host, d.port, d.data);
+        const out = this.#outgoing;
+        if (this.#isLocal(d.host, false)) (local ??= open(localUdpFlow())).send(d.host, d.port, d.data);
+        else if (out) (remote ??= open(out.udp.open())).send(d.host, d.port, d.data);
+        else {
+          // Never from this machine instead: nothing of the namespace leaves but through the session.
+          this.o.onError?.(`UDP to ${d.host}:${d.port}`, new Error("the session is not open yet"));
+          socket.destroy();
+          return;
+        }
       }
     });
     socket.on("close", () => {

@@ -8,6 +8,7 @@
 // tun2socks runs in process groups of their own, so the command's Ctrl-C does not cut the
 // network under its graceful shutdown; they end with the helper's PID namespace.
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { readFileSync } from "node:fs";
 import { setTimeout as sleep } from "node:timers/promises";
 
 /** The device's MTU as loopback's: bulk transfers cost tun2socks far fewer packets than at 1500. */
@@ -29,13 +30,26 @@ export function ip(args: string[]): void {
   if (r.status !== 0) throw new Error(`ip ${args.join(" ")}: ${(r.stderr || `exit ${r.status}`).trim()}`);
 }
 
-/** `ip` for IPv6; false where IPv6 is off on this machine. */
-function ip6(args: string[]): boolean {
+/** Several `ip` commands in one process (`ip -batch`); throws with the first failure's words. */
+export function ipBatch(commands: string[]): void {
+  const r = spawnSync("ip", ["-batch", "-"], { input: commands.join("\n") + "\n", encoding: "utf8" });
+  if (r.error) throw new Error(`ip -batch: ${r.error.message}`);
+  if (r.status !== 0)
+    throw new Error(`ip ${commands.join("; ")}: ${(r.stderr || `exit ${r.status}`).trim()}`);
+}
+
+/** The same for IPv6, each command tried (`-force`); false where any failed (IPv6 off on this machine). */
+function ip6Batch(commands: string[]): boolean {
+  const r = spawnSync("ip", ["-force", "-6", "-batch", "-"], { input: commands.join("\n") + "\n" });
+  return !r.error && r.status === 0;
+}
+
+/** Whether this network namespace has the device (its /proc/net/dev: no process to spawn). */
+function hasDevice(name: string): boolean {
   try {
-    ip(["-6", ...args]);
-    return true;
+    return new RegExp(`^\\s*${name}:`, "m").test(readFileSync("/proc/net/dev", "utf8"));
   } catch {
-    return false;
+    return spawnSync("ip", ["link", "show", "dev", name], { stdio: "ignore" }).status === 0;
   }
 }
 
@@ -49,7 +63,7 @@ export interface NamespaceNetwork {
   stop(): void;
 }
 
-/** Starts tun2socks on a new TUN device in front of `proxy`; the device is up, not yet routed. */
+/** Starts tun2socks on a new TUN device in front of `proxy`; the device exists, without address or route. */
 async function startTun2socks(
   binary: string,
   device: Device,
@@ -68,7 +82,7 @@ async function startTun2socks(
       String(TUN_MTU),
       "-tcp-auto-tuning",
       // Buffers as large as the path's: with the defaults a bulk download stalls on the
-      // netstack's window (0.65x of the proxy's throughput; 0.9x with these, bench/README.md).
+      // netstack's window (0.65x of the proxy's throughput; 0.9x with these, bench/history.md).
       "-tcp-sndbuf",
       TCP_BUFFER,
       "-tcp-rcvbuf",
@@ -89,16 +103,13 @@ async function startTun2socks(
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     if (exited) throw new Error(`tun2socks ended (${exited}): ${output.trim() || "no output"}`);
-    if (spawnSync("ip", ["link", "show", "dev", device.name], { stdio: "ignore" }).status === 0) break;
+    if (hasDevice(device.name)) break;
     if (Date.now() > deadline) {
       child.kill("SIGKILL");
       throw new Error(`tun2socks made no ${device.name} device within ${timeoutMs} ms: ${output.trim()}`);
     }
-    await sleep(10);
+    await sleep(5);
   }
-  ip(["addr", "add", device.v4, "dev", device.name]);
-  ip(["link", "set", device.name, "up"]);
-  ip6(["addr", "add", device.v6, "dev", device.name]);
   // Its later output (errors only) goes to the helper's stderr.
   child.stdout!.off("data", keep);
   child.stderr!.off("data", keep);
@@ -115,34 +126,46 @@ function stopAll(children: ChildProcess[]): void {
 
 /**
  * Builds the namespace's routes: TCP to `tcpSocksPath` (the CLI's SOCKS5 over a Unix socket),
- * UDP to the helper's SOCKS5 at 127.0.0.1:`udpSocksPort`.
+ * UDP to the helper's SOCKS5 at 127.0.0.1:`udpSocksPort`. Both tun2socks start at once.
  */
 export async function startNetwork(
   binary: string,
   tcpSocksPath: string,
   udpSocksPort: number,
 ): Promise<NamespaceNetwork> {
-  const children: ChildProcess[] = [];
+  const started = await Promise.allSettled([
+    startTun2socks(binary, UDP_DEVICE, `socks5://127.0.0.1:${udpSocksPort}`),
+    startTun2socks(binary, TCP_DEVICE, `socks5://${tcpSocksPath}`),
+  ]);
+  const children = started.flatMap((r) => (r.status === "fulfilled" ? [r.value] : []));
   try {
-    children.push(await startTun2socks(binary, UDP_DEVICE, `socks5://127.0.0.1:${udpSocksPort}`));
+    for (const r of started) if (r.status === "rejected") throw r.reason;
+    const devices = [UDP_DEVICE, TCP_DEVICE];
+    ipBatch(devices.flatMap((d) => [`addr add ${d.v4} dev ${d.name}`, `link set ${d.name} up`]));
+    const v6 = ip6Batch(devices.map((d) => `addr add ${d.v6} dev ${d.name}`));
     let split = true;
     try {
       ip(["rule", "add", "ipproto", "udp", "lookup", UDP_TABLE, "pref", "100"]);
-      ip(["route", "add", "default", "dev", UDP_DEVICE.name, "table", UDP_TABLE]);
-      if (ip6(["rule", "add", "ipproto", "udp", "lookup", UDP_TABLE, "pref", "100"]))
-        ip6(["route", "add", "default", "dev", UDP_DEVICE.name, "table", UDP_TABLE]);
     } catch {
       split = false; // no rules by protocol: everything through sy1 and the helper
     }
     if (split) {
-      children.push(await startTun2socks(binary, TCP_DEVICE, `socks5://${tcpSocksPath}`));
-      ip(["route", "add", "default", "dev", TCP_DEVICE.name]);
-      ip6(["route", "add", "default", "dev", TCP_DEVICE.name]);
-    } else {
-      ip(["route", "add", "default", "dev", UDP_DEVICE.name]);
-      ip6(["route", "add", "default", "dev", UDP_DEVICE.name]);
+      ipBatch([
+        `route add default dev ${UDP_DEVICE.name} table ${UDP_TABLE}`,
+        `route add default dev ${TCP_DEVICE.name}`,
+      ]);
+      if (v6)
+        ip6Batch([
+          `rule add ipproto udp lookup ${UDP_TABLE} pref 100`,
+          `route add default dev ${UDP_DEVICE.name} table ${UDP_TABLE}`,
+          `route add default dev ${TCP_DEVICE.name}`,
+        ]);
+      return { mode: "split", stop: () => stopAll(children) };
     }
-    return { mode: split ? "split" : "single", stop: () => stopAll(children) };
+    stopAll([children[1]!]);
+    ip(["route", "add", "default", "dev", UDP_DEVICE.name]);
+    if (v6) ip6Batch([`route add default dev ${UDP_DEVICE.name}`]);
+    return { mode: "single", stop: () => stopAll(children) };
   } catch (err) {
     stopAll(children);
     throw err;

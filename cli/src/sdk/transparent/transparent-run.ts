@@ -1,42 +1,55 @@
-// The CLI's side of one transparent run: a private directory, the target's files and the
-// pod's resolv.conf read through the Default cluster, the bridge the helper connects to,
-// and the command line that starts the helper in new user, network, mount and PID
-// namespaces (`unshare`, no privilege). The caller starts that command line as it starts
-// any command (its process group, watchdog and parent-death signal), then waits for
-// `ready()`: until the helper says ready the command has not run, so a namespace that
-// cannot be built falls back to the proxy with nothing lost.
+// The CLI's side of one transparent run, in two steps so that the namespace is built while
+// the session is still starting:
+// - `start` (before the session exists): a private directory, the bridge the helper connects
+//   to, and the command line that starts the helper in new user, network, mount and PID
+//   namespaces (`unshare`, no privilege). The caller starts that command line at once as it
+//   starts any command (its process group, watchdog and parent-death signal); the helper
+//   builds the network meanwhile.
+// - `configure` (once the session is open): the target's files and the pod's resolv.conf
+//   (read through the Default cluster by `collectTargetFiles`), the command, its environment
+//   and ports, and the session as the namespace's way out; or `cancel` when it did not open.
+// Then the caller waits for `ready()`: until the helper says ready the command has not run,
+// so a namespace that cannot be built falls back to the proxy with nothing lost.
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
 import { BlockList, connect, createServer, isIP, type Server } from "node:net";
 import { tmpdir } from "node:os";
 import { extname, join } from "node:path";
 import { createRequire } from "node:module";
 import { fileURLToPath, pathToFileURL } from "node:url";
-import type { Duplex } from "node:stream";
 import { CliError, CliErrorCode } from "../cli-errors.js";
-import { LocalProxy, type UdpRelay } from "../local/local-proxy.js";
+import { LocalProxy } from "../local/local-proxy.js";
 import { splice } from "../local/splice.js";
 import { incomingSocket, scratchDir, socksSocket, type NamespaceSetup } from "./bridge-protocol.js";
 import { hostLoopbackListeners } from "./host-listeners.js";
-import { NamespaceBridge, type HelperReady } from "./namespace-bridge.js";
+import { NamespaceBridge, type HelperReady, type SessionOutgoing } from "./namespace-bridge.js";
 import { namespaceResolvConf, parseResolvConf } from "./resolv-conf.js";
-import { collectTargetFiles, type TargetFileSource } from "./target-files.js";
+import type { TargetFiles } from "./target-files.js";
 
-export interface TransparentRunOptions {
+export interface TransparentStartOptions {
+  tun2socks: string;
+  /** Addresses or CIDRs that stay on this machine (loopback always does). */
+  keepLocal?: readonly string[];
+  quiet?: boolean;
+  onError?: (what: string, err: Error) => void;
+}
+
+export interface TransparentSetupOptions {
   command: string[];
   /** The command's environment. */
   env: NodeJS.ProcessEnv;
-  tun2socks: string;
-  files: TargetFileSource;
-  dial(host: string, port: number): Promise<Duplex>;
-  udp: UdpRelay;
+  /** The target's files and resolv.conf (collectTargetFiles). */
+  target: TargetFiles;
   /** Local ports the CLI delivers incoming traffic to (the command listens on them). */
   deliverPorts: number[];
-  /** Addresses or CIDRs that stay on this machine (loopback always does). */
-  keepLocal?: readonly string[];
-  /** Container paths to show besides the target's mounts. */
-  extraFiles?: readonly string[];
-  quiet?: boolean;
-  onError?: (what: string, err: Error) => void;
+  /** The session: the namespace's TCP and UDP leave through it. */
+  outgoing: SessionOutgoing;
+}
+
+/** What the namespace shows: mounts laid out, files read, and those that could not be. */
+export interface TransparentSummary {
+  mounts: string[];
+  files: number;
+  skipped: Array<{ path: string; reason: string }>;
 }
 
 /** A BlockList of addresses and CIDRs; a clear error names the bad entry. */
@@ -96,63 +109,42 @@ export async function sweepStaleRuns(dir = tmpdir()): Promise<string[]> {
 }
 
 export class TransparentRun {
-  readonly dir: string;
-  readonly bridge: NamespaceBridge;
-  /** What the namespace shows: mounts laid out, files read, and those that could not be. */
   readonly #published: Server[] = [];
-  readonly summary: { mounts: string[]; files: number; skipped: Array<{ path: string; reason: string }> };
+  #laptopPorts: readonly number[] = [];
+  #summary: TransparentSummary = { mounts: [], files: 0, skipped: [] };
 
   private constructor(
-    dir: string,
-    bridge: NamespaceBridge,
+    readonly dir: string,
+    readonly bridge: NamespaceBridge,
     private readonly socks: LocalProxy,
-    /** Delivered ports served on this machine: their traffic goes there, not into the namespace. */
-    readonly laptopPorts: readonly number[],
-    summary: TransparentRun["summary"],
-  ) {
-    this.dir = dir;
-    this.bridge = bridge;
-    this.summary = summary;
+  ) {}
+
+  /** What the namespace shows (once configured). */
+  get summary(): TransparentSummary {
+    return this.#summary;
   }
 
-  static async prepare(o: TransparentRunOptions): Promise<TransparentRun> {
+  /** Delivered ports served on this machine: their traffic goes there, not into the namespace. */
+  get laptopPorts(): readonly number[] {
+    return this.#laptopPorts;
+  }
+
+  /** Before the session: the directory, the bridge with the helper's base, the SOCKS5 server for tun2socks. */
+  static async start(o: TransparentStartOptions): Promise<TransparentRun> {
     const keep = keepLocalList(o.keepLocal ?? []);
     await sweepStaleRuns();
-    const target = await collectTargetFiles(o.files, { extraPaths: o.extraFiles ?? [] });
-    // An agent that cannot tell the pod's (an older one): the laptop's own nameservers, asked
-    // from this machine when they are on loopback (a local stub resolver), as before.
-    const pod = parseResolvConf(target.resolvConf || readTextOr("/etc/resolv.conf"));
     const dir = mkdtempSync(join(tmpdir(), RUN_PREFIX));
     try {
       mkdirSync(scratchDir(dir), { mode: 0o700 });
-      // A delivered port already served on this machine (the app run in a debugger, say) keeps
-      // getting its traffic there, and CMD reaches it at 127.0.0.1 like any laptop service.
-      const hostListeners = hostLoopbackListeners();
-      const onLaptop = o.deliverPorts.filter((p) =>
-        hostListeners.some((l) => l.port === p && l.host === "127.0.0.1"),
-      );
-      const env: Record<string, string> = {};
-      for (const [k, v] of Object.entries(o.env)) if (v !== undefined) env[k] = v;
-      const setup: NamespaceSetup = {
-        command: o.command,
-        env,
-        cwd: process.cwd(),
-        uid: process.getuid?.() ?? 0,
-        gid: process.getgid?.() ?? 0,
-        tun2socks: o.tun2socks,
-        dir,
-        resolvConf: pod.nameservers.length ? namespaceResolvConf(pod) : "",
-        nameservers: pod.nameservers,
-        files: target.files,
-        hostListeners,
-        deliverPorts: o.deliverPorts.filter((p) => !onLaptop.includes(p)),
-        quiet: o.quiet ?? false,
-      };
       const bridge = new NamespaceBridge({
         path: join(dir, "bridge.sock"),
-        setup,
-        dial: o.dial,
-        udp: o.udp,
+        base: {
+          uid: process.getuid?.() ?? 0,
+          gid: process.getgid?.() ?? 0,
+          tun2socks: o.tun2socks,
+          dir,
+          quiet: o.quiet ?? false,
+        },
         keepLocal: (a) => keep.check(a, isIP(a) === 6 ? "ipv6" : "ipv4"),
         ...(o.onError ? { onError: o.onError } : {}),
       });
@@ -163,15 +155,44 @@ export class TransparentRun {
         path: socksSocket(dir),
       });
       await socks.listen();
-      return new TransparentRun(dir, bridge, socks, onLaptop, {
-        mounts: target.mounts,
-        files: target.files.length,
-        skipped: target.skipped,
-      });
+      return new TransparentRun(dir, bridge, socks);
     } catch (err) {
       rmSync(dir, { recursive: true, force: true });
       throw err;
     }
+  }
+
+  /** The session is open: the helper gets the rest of its setup and builds the namespace's files, DNS and ports. */
+  configure(o: TransparentSetupOptions): void {
+    // An agent that cannot tell the pod's (an older one): the laptop's own nameservers, asked
+    // from this machine when they are on loopback (a local stub resolver), as before.
+    const pod = parseResolvConf(o.target.resolvConf || readTextOr("/etc/resolv.conf"));
+    // A delivered port already served on this machine (the app run in a debugger, say) keeps
+    // getting its traffic there, and CMD reaches it at 127.0.0.1 like any laptop service.
+    const hostListeners = hostLoopbackListeners();
+    const onLaptop = o.deliverPorts.filter((p) =>
+      hostListeners.some((l) => l.port === p && l.host === "127.0.0.1"),
+    );
+    const env: Record<string, string> = {};
+    for (const [k, v] of Object.entries(o.env)) if (v !== undefined) env[k] = v;
+    const setup: NamespaceSetup = {
+      command: o.command,
+      env,
+      cwd: process.cwd(),
+      resolvConf: pod.nameservers.length ? namespaceResolvConf(pod) : "",
+      nameservers: pod.nameservers,
+      files: o.target.files,
+      hostListeners,
+      deliverPorts: o.deliverPorts.filter((p) => !onLaptop.includes(p)),
+    };
+    this.#laptopPorts = onLaptop;
+    this.#summary = { mounts: o.target.mounts, files: o.target.files.length, skipped: o.target.skipped };
+    this.bridge.configure(setup, o.outgoing);
+  }
+
+  /** The session did not open: the helper ends without running anything. */
+  cancel(reason: string): void {
+    this.bridge.cancel(reason);
   }
 
   /** The command line that starts the helper (for startLocalCommand), and its environment. */
@@ -206,7 +227,7 @@ export class TransparentRun {
 
   /** Where the CLI delivers incoming traffic for a local port: the helper's socket in the namespace. */
   socketPathFor(port: number): string | undefined {
-    return this.laptopPorts.includes(port) ? undefined : incomingSocket(this.dir, port);
+    return this.#laptopPorts.includes(port) ? undefined : incomingSocket(this.dir, port);
   }
 
   ready(): Promise<HelperReady> {
