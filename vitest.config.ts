@@ -28,7 +28,7 @@ export default defineConfig({
             "**/*.integration.test.ts",
           ],
           // Real nodes and real pods (test/integration/nodes, test/pods) need root and the Debian
-          // packages of test/env/node/install-host-packages.sh; they fail, never skip, without
+          // packages of test/env/nodes/install-host-packages.sh; they fail, never skip, without
           // them. SWITCHYARD_TEST_NODES=0 leaves them out on a machine that cannot run them (the
           // summary says so); CI never sets it.
           exclude: [

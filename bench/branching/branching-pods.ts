@@ -12,7 +12,7 @@ import { installCrds } from "../../control-plane/src/runtime/index.js";
 import { pgBranchDatabaseClient, type BranchDatabase } from "../../proto/api/v1alpha1/index.js";
 import { POSTGRES_IMAGE, postgresImage, postgresPodSpec } from "../../test/env/databases/postgres-image.js";
 import { startClusterSet } from "../../test/env/index.js";
-import { startNodes } from "../../test/env/node/node-set.js";
+import { startNodes } from "../../test/env/nodes/node-set.js";
 
 const NS = "bench";
 const PASSWORD = "bench-source-password";

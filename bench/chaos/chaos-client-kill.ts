@@ -13,7 +13,7 @@
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { request } from "node:http";
 import { sleep } from "../../lib/abortable-sleep.js";
-import type { PodStack } from "../../test/env/pod-stack.js";
+import type { PodStack } from "../../test/env/stack/pod-stack.js";
 import { eventually } from "../../test/support/poll.js";
 import { startStealExec } from "./chaos-exec.js";
 import { sessionRemains, sessionTtlSeconds, type SessionRemains } from "./chaos-stack.js";

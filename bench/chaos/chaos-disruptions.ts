@@ -9,7 +9,7 @@
 // Failures are explained against the disruptions by chaos-traffic.ts; a session that is gone
 // afterwards (the CLI exited, or it no longer steals in both clusters) is one more loss.
 import { sleep } from "../../lib/abortable-sleep.js";
-import type { PodStack } from "../../test/env/pod-stack.js";
+import type { PodStack } from "../../test/env/stack/pod-stack.js";
 import { eventually } from "../../test/support/poll.js";
 import {
   disconnections,

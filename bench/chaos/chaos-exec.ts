@@ -5,7 +5,7 @@
 // connection and when it was back (`switchyard: router connection lost …`,
 // `switchyard: reconnected through …`).
 import { request } from "node:http";
-import type { PodStack } from "../../test/env/pod-stack.js";
+import type { PodStack } from "../../test/env/stack/pod-stack.js";
 import { freePorts } from "../../test/env/ports.js";
 import { launch, type LaunchedProcess } from "../../test/support/launch.js";
 import { eventually } from "../../test/support/poll.js";

@@ -9,7 +9,7 @@
 // deadline is lost, with the reason.
 import { openSession, type Session } from "../../cli/src/sdk/kube/open-session.js";
 import { parseHeaderFlag } from "../../cli/src/sdk/session/http-filter.js";
-import type { PodStack } from "../../test/env/pod-stack.js";
+import type { PodStack } from "../../test/env/stack/pod-stack.js";
 import { eventually } from "../../test/support/poll.js";
 import { servedBy } from "./chaos-exec.js";
 import { controlPlaneLeader, deletePrimaryPod, primaryPodGone, waitQuiet } from "./chaos-stack.js";

@@ -1,4 +1,4 @@
-// What the chaos bench reads and breaks on the pod stack (test/env/pod-stack.ts), with the
+// What the chaos bench reads and breaks on the pod stack (test/env/stack/pod-stack.ts), with the
 // clusters' admin credentials: the control-plane leader (its Lease in `switchyard` on the
 // Primary) and the Primary's router pods, to delete; whether a session's objects are still
 // there — the MultiClusterSession on the Primary, its ClusterSessions in the members — and
@@ -11,7 +11,7 @@ import {
   type V1Pod,
 } from "@kubernetes/client-node";
 import { clusterSessionClient, LABELS, multiClusterSessionClient } from "../../proto/api/v1alpha1/index.js";
-import type { PodStack } from "../../test/env/pod-stack.js";
+import type { PodStack } from "../../test/env/stack/pod-stack.js";
 import { eventually } from "../../test/support/poll.js";
 
 export const STACK_NS = "switchyard";

@@ -1,4 +1,4 @@
-// Chaos on real pods (test/env/pod-stack.ts: a management-only Primary with 2 routers and 2
+// Chaos on real pods (test/env/stack/pod-stack.ts: a management-only Primary with 2 routers and 2
 // control planes, east — the Default — and west on real nodes, a two-replica demo behind a
 // NodePort in each), with the CLI and the SDK as a developer uses them. In one run:
 //   1. sessions initialising while the control-plane leader pod is deleted (chaos-sessions.ts);
@@ -13,7 +13,7 @@
 // outlived the killed CLI. Numbers only; nothing here asserts. One stack per invocation; it
 // needs root and the node packages, like the pod suites.
 import { writeFileSync } from "node:fs";
-import type { PodStack } from "../../test/env/pod-stack.js";
+import type { PodStack } from "../../test/env/stack/pod-stack.js";
 import { clientKilledMidRequest, type ClientKillResult } from "./chaos-client-kill.js";
 import {
   trafficThroughApiOutage,

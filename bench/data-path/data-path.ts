@@ -9,7 +9,7 @@
 // Numbers only; nothing here asserts speed.
 import { freePorts } from "../../test/env/ports.js";
 import { launch, tsx, type LaunchedProcess } from "../../test/support/launch.js";
-import { startEmbeddedStack, type EmbeddedStack } from "../../test/env/embedded-stack.js";
+import { startEmbeddedStack, type EmbeddedStack } from "../../test/env/stack/embedded-stack.js";
 import { readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { cpus } from "node:os";
 import { join } from "node:path";

@@ -19,7 +19,7 @@ import { cpus } from "node:os";
 import { join } from "node:path";
 import { CoreV1Api, type KubeConfig } from "@kubernetes/client-node";
 import { PRODUCT_IMAGE } from "../../test/env/images/project-images.js";
-import type { PodStack } from "../../test/env/pod-stack.js";
+import type { PodStack } from "../../test/env/stack/pod-stack.js";
 import { launch, tsx } from "../../test/support/launch.js";
 import { eventually } from "../../test/support/poll.js";
 import { adminKc, waitQuiet } from "../chaos/chaos-stack.js";

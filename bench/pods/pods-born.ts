@@ -1,11 +1,11 @@
 // Pods born with the agent, on real pods, in the same run as the linger rounds: an opted-in
-// Deployment `born` (test/env/born-workloads.ts) whose pods the members' admission webhook gave
+// Deployment `born` (test/env/stack/born-workloads.ts) whose pods the members' admission webhook gave
 // the agent when the ReplicaSet controller created them. Each round is a first session on it
 // (no session ever patched it): exec → the first stolen request through every cluster's `born`
 // NodePort, then Ctrl-C. Rollouts are counted from what one would change: the Deployment's
 // revision, its ReplicaSets, its pods' uids and restart counts.
 import { AppsV1Api } from "@kubernetes/client-node";
-import type { PodStack } from "../../test/env/pod-stack.js";
+import type { PodStack } from "../../test/env/stack/pod-stack.js";
 import {
   allBornAndReady,
   BORN_DEPLOYMENT,
@@ -13,7 +13,7 @@ import {
   BORN_STATEFULSET,
   bornState,
   createBornWorkloads,
-} from "../../test/env/born-workloads.js";
+} from "../../test/env/stack/born-workloads.js";
 import { eventually } from "../../test/support/poll.js";
 import { sessionToStolen, type StartPhases } from "./pods-linger.js";
 import { kc, sec, WAIT } from "./pods-support.js";

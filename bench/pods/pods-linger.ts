@@ -9,7 +9,7 @@
 // Rollouts are counted, not guessed: the Deployment's `deployment.kubernetes.io/revision`
 // moves once per rollout (a new ReplicaSet, or an old one made current again). A cold
 // session's agent costs its injection and its restore; a warm session should cost none.
-import type { PodStack } from "../../test/env/pod-stack.js";
+import type { PodStack } from "../../test/env/stack/pod-stack.js";
 import { Agent } from "node:http";
 import { AppsV1Api } from "@kubernetes/client-node";
 import { LINGER_UNTIL_ANNOTATION } from "../../control-plane/src/member/agent-annotations.js";

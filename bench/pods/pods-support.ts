@@ -4,7 +4,7 @@
 import { request, Agent } from "node:http";
 import { AppsV1Api, CoreV1Api, type KubeConfig, type V1Pod } from "@kubernetes/client-node";
 import { freePorts } from "../../test/env/ports.js";
-import type { PodStack } from "../../test/env/pod-stack.js";
+import type { PodStack } from "../../test/env/stack/pod-stack.js";
 import { launch, type LaunchedProcess } from "../../test/support/launch.js";
 import { eventually } from "../../test/support/poll.js";
 import { installedCli } from "../../test/env/images/product-build.js";

@@ -1,4 +1,4 @@
-// Switchyard on real pods (test/env/pod-stack.ts: a management-only Primary, east — the
+// Switchyard on real pods (test/env/stack/pod-stack.ts: a management-only Primary, east — the
 // Default — and west on real nodes, the chart installed, a two-replica demo Deployment behind
 // a NodePort Service in each workload cluster), with the real CLI as a developer runs it:
 //   1. sessions without rollouts (pods-linger.ts): rounds of a cold session (the agent
@@ -11,7 +11,7 @@
 //      (no session) versus stolen through the pod's agent, both routers and the CLI.
 // Numbers only; nothing here asserts speed. One stack per invocation; it needs root and the
 // node packages, like the pod suites.
-import type { PodStack } from "../../test/env/pod-stack.js";
+import type { PodStack } from "../../test/env/stack/pod-stack.js";
 import { eventually } from "../../test/support/poll.js";
 import { onPodStack, requireWholeNumbers } from "../support/pod-stack-run.js";
 import {

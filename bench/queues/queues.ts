@@ -31,7 +31,7 @@ import {
   type ElasticmqServer,
 } from "../../test/env/sqs/elasticmq-server.js";
 import { killChildren, sweepOrphans } from "../../test/env/processes.js";
-import { shutdownOnSignals } from "../../test/env/signal-shutdown.js";
+import { shutdownOnSignals } from "../../test/env/stack/signal-shutdown.js";
 import { requireWholeNumbers } from "../support/pod-stack-run.js";
 import {
   cpuSeconds,

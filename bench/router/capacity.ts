@@ -15,7 +15,7 @@ import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync
 import { cpus, tmpdir, totalmem } from "node:os";
 import { join } from "node:path";
 import { killChildren } from "../../test/env/processes.js";
-import { shutdownOnSignals } from "../../test/env/signal-shutdown.js";
+import { shutdownOnSignals } from "../../test/env/stack/signal-shutdown.js";
 import {
   startCapacityStack,
   place,

@@ -4,7 +4,7 @@
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { ensureBinaries } from "../../test/env/binaries.js";
-import { startClusterSet } from "../../test/env/cluster-set.js";
+import { startClusterSet } from "../../test/env/clusters/cluster-set.js";
 
 const runs = Number(process.argv[2] ?? 3);
 const clusters = (process.argv[3] ?? "primary,east,west").split(",");

@@ -6,7 +6,7 @@ import { readFileSync, readdirSync, existsSync } from "node:fs";
 import { join } from "node:path";
 import { CoreV1Api } from "@kubernetes/client-node";
 import { clusterSessionClient, multiClusterSessionClient } from "../../proto/api/v1alpha1/index.js";
-import type { EmbeddedStack } from "../../test/env/embedded-stack.js";
+import type { EmbeddedStack } from "../../test/env/stack/embedded-stack.js";
 import { descendants } from "../support/cpu-support.js";
 
 export function rssKiB(pid: number): number {

@@ -10,7 +10,7 @@ import type { SessionHandle } from "../../cli/src/sdk/kube/kube-sessions.js";
 import { SessionClient, type UpstreamEvent } from "../../cli/src/sdk/session/session-client.js";
 import type { IncomingConnection } from "../../cli/src/sdk/session/incoming-traffic.js";
 import { sessionKey, sessionUrl } from "../../proto/session-endpoint.js";
-import { APP_PORT, type EmbeddedStack } from "../../test/env/embedded-stack.js";
+import { APP_PORT, type EmbeddedStack } from "../../test/env/stack/embedded-stack.js";
 import { round } from "../support/stats-support.js";
 
 export interface SampleOutcome {

@@ -15,7 +15,7 @@ import { KubeSessions, type SessionHandle } from "../../cli/src/sdk/kube/kube-se
 import type { SessionProgress } from "../../cli/src/sdk/kube/session-progress.js";
 import { sessionKey } from "../../proto/session-endpoint.js";
 import { readOperator } from "../../cli/src/sdk/kube/operator-info.js";
-import { startEmbeddedStack, type EmbeddedStack } from "../../test/env/embedded-stack.js";
+import { startEmbeddedStack, type EmbeddedStack } from "../../test/env/stack/embedded-stack.js";
 import { eventually } from "../../test/support/poll.js";
 import { measurePushCost } from "./route-push-support.js";
 import { RouteWatch } from "./scale-probes.js";

@@ -1,12 +1,12 @@
 // What every real-pod bench does around its measurements: checks its whole-number options,
-// starts the pod stack (test/env/pod-stack.ts), stops it however the run ends (Ctrl-C
+// starts the pod stack (test/env/stack/pod-stack.ts), stops it however the run ends (Ctrl-C
 // included, with every child process and owned file), and prints the bench's closing lines
 // (its GOAL lines) last, after the stack is down. Also the developer's `switchyard exec`
 // command line the pod benches launch.
 import { join } from "node:path";
-import { startPodStack, type PodStack, type PodStackOptions } from "../../test/env/pod-stack.js";
+import { startPodStack, type PodStack, type PodStackOptions } from "../../test/env/stack/pod-stack.js";
 import { killChildren, sweepOrphans } from "../../test/env/processes.js";
-import { shutdownOnSignals } from "../../test/env/signal-shutdown.js";
+import { shutdownOnSignals } from "../../test/env/stack/signal-shutdown.js";
 import { repoRoot, tsx } from "../../test/support/launch.js";
 
 /** Throws naming the flag when a value is not a whole number >= 1. */

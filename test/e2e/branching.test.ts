@@ -15,7 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { mysqlBranchDatabaseClient, pgBranchDatabaseClient } from "../../proto/api/v1alpha1/index.js";
 import { startMariadb, type MariadbServer } from "../env/databases/mariadb-server.js";
 import { startPostgres, type PostgresServer } from "../env/databases/postgres-server.js";
-import { startEmbeddedStack, type EmbeddedStack } from "../env/embedded-stack.js";
+import { startEmbeddedStack, type EmbeddedStack } from "../env/stack/embedded-stack.js";
 import { launch, tsx } from "../support/launch.js";
 import { eventually } from "../support/poll.js";
 

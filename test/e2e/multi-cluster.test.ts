@@ -9,7 +9,7 @@ import { createServer, type Server } from "node:net";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { clusterSessionClient, multiClusterSessionClient } from "../../proto/api/v1alpha1/index.js";
-import { startEmbeddedStack, type EmbeddedStack } from "../env/embedded-stack.js";
+import { startEmbeddedStack, type EmbeddedStack } from "../env/stack/embedded-stack.js";
 import { freePorts } from "../env/ports.js";
 import { launch, repoRoot, tsx, type LaunchedProcess } from "../support/launch.js";
 import { eventually, type PollOptions } from "../support/poll.js";
@@ -153,7 +153,7 @@ describe("switchyard exec across clusters", () => {
       },
       POLL,
     );
-    // Written out by hand from the demo Deployment (createDemo in env/demo-workload.ts and
+    // Written out by hand from the demo Deployment (createDemo in env/stack/demo-workload.ts and
     // demoEnv above) and from what the kubelet adds: the `kubernetes` Service of "default"
     // (its ClusterIP is the first address of the API servers' --service-cluster-ip-range
     // 10.0.0.0/24, port 443 named https). No other Service exists in "default".

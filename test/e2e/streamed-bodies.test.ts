@@ -12,7 +12,7 @@ import { readFileSync } from "node:fs";
 import { request, type IncomingMessage } from "node:http";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { startEmbeddedStack, type EmbeddedStack } from "../env/embedded-stack.js";
+import { startEmbeddedStack, type EmbeddedStack } from "../env/stack/embedded-stack.js";
 import { freePorts } from "../env/ports.js";
 import { launch, repoRoot, tsx, type LaunchedProcess } from "../support/launch.js";
 import { eventually, type PollOptions } from "../support/poll.js";

@@ -12,7 +12,7 @@ import { createServer, type Server } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startEmbeddedStack, type EmbeddedStack } from "../env/embedded-stack.js";
+import { startEmbeddedStack, type EmbeddedStack } from "../env/stack/embedded-stack.js";
 import { freePorts } from "../env/ports.js";
 import { launch, repoRoot, tsx, type LaunchedProcess } from "../support/launch.js";
 import { eventually } from "../support/poll.js";
@@ -169,17 +169,20 @@ describe("switchyard exec --network=transparent", () => {
     const mark = `no-session-${process.pid}-${Date.now()}`;
     // A target no cluster has: the session fails after its namespace helper has started.
     const flags = ["--network=transparent", "--ready-timeout", "20"];
-    const { proc } = await exec(flags, { SWITCHYARD_E2E_MARK: mark }, { target: "deployment/no-such-app" });
+    // Every process of this run carries the mark: seen every 20 ms from before the CLI starts.
     const helpers = new Set<number>();
-    const code = await Promise.race([
-      proc.exited,
-      (async () => {
-        for (;;) {
-          for (const p of processesWith(`SWITCHYARD_E2E_MARK=${mark}`)) if (p !== proc.pid) helpers.add(p);
-          await new Promise((r) => setTimeout(r, 20));
-        }
-      })(),
-    ]);
+    let watching = true;
+    const watcher = (async () => {
+      while (watching) {
+        for (const p of processesWith(`SWITCHYARD_E2E_MARK=${mark}`)) helpers.add(p);
+        await new Promise((r) => setTimeout(r, 20));
+      }
+    })();
+    const { proc } = await exec(flags, { SWITCHYARD_E2E_MARK: mark }, { target: "deployment/no-such-app" });
+    const code = await proc.exited;
+    watching = false;
+    await watcher;
+    helpers.delete(proc.pid);
     expect(code).toBe(1);
     expect(proc.output()).toMatch(/switchyard: error: session \S+ (failed|was not ready)/);
     expect(proc.output()).not.toContain("transparent app ready");

@@ -38,7 +38,7 @@ export type BinaryName =
   | "etcd"
   | "k6"
   | "helm"
-  // The real nodes (test/env/node): built like kube-apiserver, and CoreDNS with `go install`.
+  // The real nodes (test/env/nodes): built like kube-apiserver, and CoreDNS with `go install`.
   | "kubelet"
   | "kube-proxy"
   | "kube-scheduler"

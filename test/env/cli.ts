@@ -6,7 +6,7 @@
 //   stack the embedded environment (Switchyard on local clusters), for `switchyard exec`
 //   build builds every test binary (kube-apiserver, kube-controller-manager, kubectl, etcd, k6, helm,
 //         and the checkers kube-score, polaris, dashboard-linter) and resolves ElasticMQ's jars
-// `up` and `stack` run until SIGINT/SIGTERM/SIGHUP (signal-shutdown.ts): at any moment, also
+// `up` and `stack` run until SIGINT/SIGTERM/SIGHUP (stack/signal-shutdown.ts): at any moment, also
 // in the middle of a start, everything they started is stopped and their directories removed.
 // Run this file with `node --import tsx` (package.json does), not the `tsx` command: that
 // wrapper SIGKILLs its child when the child does not acknowledge a signal within ~60 ms,
@@ -16,11 +16,11 @@ import { join } from "node:path";
 import { Command } from "commander";
 import { ensureBinaries, binaryPath, type BinaryName } from "./binaries.js";
 import { ensureElasticmq } from "./sqs/elasticmq-install.js";
-import { startClusterSet, type ClusterSet } from "./cluster-set.js";
-import { startPodStack, type PodStack } from "./pod-stack.js";
-import { startEmbeddedStack, type EmbeddedStack } from "./embedded-stack.js";
+import { startClusterSet, type ClusterSet } from "./clusters/cluster-set.js";
+import { startPodStack, type PodStack } from "./stack/pod-stack.js";
+import { startEmbeddedStack, type EmbeddedStack } from "./stack/embedded-stack.js";
 import { envRoot, isSameProcessAlive, killChildren, processStartTime, sweepOrphans } from "./processes.js";
-import { shutdownOnSignals, type SignalShutdown } from "./signal-shutdown.js";
+import { shutdownOnSignals, type SignalShutdown } from "./stack/signal-shutdown.js";
 import { eventually } from "../support/poll.js";
 import { sleep } from "../../lib/abortable-sleep.js";
 
@@ -95,7 +95,7 @@ program
   )
   .option(
     "--pods",
-    "real nodes instead of local processes: the chart's Deployments run the control planes and routers in pods, agents are injected as sidecars (needs root and test/env/node/install-host-packages.sh)",
+    "real nodes instead of local processes: the chart's Deployments run the control planes and routers in pods, agents are injected as sidecars (needs root and test/env/nodes/install-host-packages.sh)",
   )
   .action(async (opts: { pods?: boolean }) => {
     if (opts.pods) return podStack();

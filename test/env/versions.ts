@@ -8,7 +8,7 @@ export const versions = {
   etcd: "3.6.8",
   k6: "1.8.1",
   helm: "4.3.1",
-  /** Cluster DNS of the real nodes (test/env/node), `go install`ed from its module. */
+  /** Cluster DNS of the real nodes (test/env/nodes), `go install`ed from its module. */
   coredns: "1.15.0",
   /** Chart checkers (test/integration/checkers). kube-score: `go install`ed at its release tag. */
   kubeScore: "1.20.0",

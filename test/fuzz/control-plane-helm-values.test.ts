@@ -14,7 +14,7 @@ import { parseAllDocuments } from "yaml";
 import { ensureNamespace } from "../integration/control-plane/remote-fixtures.js";
 import { fakeJwt } from "../integration/chart/values-shapes.js";
 import { createCertificateAuthority, startClusterSet, type ClusterSet } from "../env/index.js";
-import { chartDir, Helm } from "../env/helm.js";
+import { chartDir, Helm } from "../env/stack/helm.js";
 import { FUZZ_SEED, fuzzParameters } from "../support/fuzz-parameters.js";
 import { dottedPath, mutatedJson, type Json, type Mutation } from "../support/mutated-json.js";
 import { related } from "./control-plane-api-errors.js";

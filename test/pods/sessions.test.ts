@@ -27,8 +27,8 @@ import {
 import { multiClusterSessionClient } from "../../proto/api/v1alpha1/index.js";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { freePorts } from "../env/ports.js";
-import { startPodStack, type PodStack } from "../env/pod-stack.js";
-import type { ClusterUser } from "../env/cluster-set.js";
+import { startPodStack, type PodStack } from "../env/stack/pod-stack.js";
+import type { ClusterUser } from "../env/clusters/cluster-set.js";
 import { launch, repoRoot, tsx, type LaunchedProcess } from "../support/launch.js";
 import { eventually, type PollOptions } from "../support/poll.js";
 import { inClusterGet } from "./in-cluster-get.js";
@@ -42,15 +42,15 @@ import {
   hasAgent,
   livePods,
   ready,
-} from "../env/born-workloads.js";
-import { podLogs } from "../env/pod-problems.js";
+} from "../env/stack/born-workloads.js";
+import { podLogs } from "../env/stack/pod-problems.js";
 import { installedCli } from "../env/images/product-build.js";
 import {
   baselineHostState,
   diffHostState,
   snapshotHostState,
   type HostState,
-} from "../env/node/host-state.js";
+} from "../env/nodes/host-state.js";
 import {
   deleteOrdersDb,
   ORDERS_QUERY,
@@ -659,7 +659,7 @@ describe("sessions on real pods", () => {
           JSON.parse((await get(`http://127.0.0.1:${e.localPort}/env`)).body) as Record<string, string>,
         POLL,
       );
-      // As the kubelet resolved it for east's demo container (test/env/pod-demo.ts).
+      // As the kubelet resolved it for east's demo container (test/env/stack/pod-demo.ts).
       expect(env.CLUSTER).toBe("east");
       expect(env.SETTINGS_FILE).toBe("cluster: east\n"); // valueFrom a ConfigMap
       expect(env.DB_PASSWORD).toBe("secret-of-east"); // valueFrom a Secret

@@ -8,8 +8,8 @@ import { readdirSync, readFileSync, readlinkSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { AppsV1Api, CoreV1Api, type KubeConfig } from "@kubernetes/client-node";
 import { postgresImage, postgresPodSpec } from "../env/databases/postgres-image.js";
-import { writeImageArchive } from "../env/node/oci-image.js";
-import type { TestNode } from "../env/node/node.js";
+import { writeImageArchive } from "../env/images/oci-image.js";
+import type { TestNode } from "../env/nodes/node.js";
 import { eventually } from "../support/poll.js";
 
 /**

@@ -12,7 +12,7 @@ import { join } from "node:path";
 import { CreateQueueCommand, ListQueuesCommand, type SQSClient } from "@aws-sdk/client-sqs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { queueConsumerClient } from "../../../proto/api/v1alpha1/index.js";
-import { startEmbeddedStack, type EmbeddedStack } from "../../env/embedded-stack.js";
+import { startEmbeddedStack, type EmbeddedStack } from "../../env/stack/embedded-stack.js";
 import { sqsClientFor, startElasticmq, type ElasticmqServer } from "../../env/sqs/elasticmq-server.js";
 import { launch, tsx, type LaunchedProcess } from "../../support/launch.js";
 import { eventually } from "../../support/poll.js";

@@ -3,7 +3,7 @@
 // consumers that reads whichever queue the Deployment's variable names now (the embedded
 // stack runs no containers: this loop plays the pods, following each rollout at once).
 import { AppsV1Api, CoreV1Api, type KubeConfig } from "@kubernetes/client-node";
-import { markPodRunning } from "../../env/kubelet.js";
+import { markPodRunning } from "../../env/clusters/kubelet.js";
 import {
   DeleteMessageBatchCommand,
   ReceiveMessageCommand,

@@ -16,7 +16,7 @@ import {
   OciImageError,
   type ImageFile,
   type ImageSpec,
-} from "../node/oci-image.js";
+} from "../images/oci-image.js";
 
 export const MARIADB_IMAGE = "switchyard.test/mariadb:1";
 export const MARIADB_IMAGE_UID = 999;

@@ -16,7 +16,7 @@ import {
   OciImageError,
   type ImageFile,
   type ImageSpec,
-} from "../node/oci-image.js";
+} from "../images/oci-image.js";
 
 export const POSTGRES_IMAGE = "switchyard.test/postgres:15";
 export const POSTGRES_IMAGE_UID = 999;

@@ -8,7 +8,7 @@ import {
   PRODUCT_IMAGE_COMMAND,
   PRODUCT_IMAGE_WORKDIR,
 } from "../../../proto/product-image.js";
-import { writeImageArchive, type ImageFile } from "../node/oci-image.js";
+import { writeImageArchive, type ImageFile } from "./oci-image.js";
 import { parseDockerfile, readDockerfile } from "./dockerfile.js";
 import { buildContextFiles, dockerignore, REPO_ROOT } from "./product-build.js";
 import { finalStageFiles, productImageFrom } from "./project-images.js";

@@ -8,7 +8,7 @@
 import { dirname, join, posix } from "node:path";
 import { fileURLToPath } from "node:url";
 import { statSync } from "node:fs";
-import { hostTree, nodeRuntimeImage, type ImageFile, type ImageSpec } from "../node/oci-image.js";
+import { hostTree, nodeRuntimeImage, type ImageFile, type ImageSpec } from "./oci-image.js";
 import type { DockerStage } from "./dockerfile.js";
 import { buildProduct, ProductBuildError, type ProductBuild } from "./product-build.js";
 

@@ -3,7 +3,7 @@
 // Pod + Service of the test MariaDB image (test/env/databases/mariadb-image.ts), which seeds
 // itself from a source MariaDB pod of the same image behind its own Service. Branch and source
 // are read from inside the cluster, by short-lived `mariadb` pods (pod IPs and ClusterIPs are
-// not routed from the host). Needs root and the packages of test/env/node/install-host-packages.sh
+// not routed from the host). Needs root and the packages of test/env/nodes/install-host-packages.sh
 // and test/env/databases/install-database-packages.sh (it fails without them, never skips).
 import { CoreV1Api, type KubeConfig, type V1EnvVar } from "@kubernetes/client-node";
 import { pino } from "pino";
@@ -18,9 +18,9 @@ import {
 import { BranchController } from "../../../control-plane/src/branching/branch-controller.js";
 import { MysqlPodBranches } from "../../../control-plane/src/branching/pod/pod-branches.js";
 import { installCrds } from "../../../control-plane/src/runtime/index.js";
-import { startClusterSet, type ClusterSet } from "../../env/cluster-set.js";
+import { startClusterSet, type ClusterSet } from "../../env/clusters/cluster-set.js";
 import { MARIADB_IMAGE, MARIADB_IMAGE_UID, mariadbImage } from "../../env/databases/mariadb-image.js";
-import { startNodes, type NodeSet } from "../../env/node/node-set.js";
+import { startNodes, type NodeSet } from "../../env/nodes/node-set.js";
 import { eventually } from "../../support/poll.js";
 import { runOnceInCluster, secretEnv } from "./pod-once.js";
 

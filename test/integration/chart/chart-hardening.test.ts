@@ -4,7 +4,7 @@
 // (/metrics, /debug/*) kept out of the public Service; each value that can be wrong fails
 // `helm template` with the field named.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { chartDir, find, Helm, type Manifest } from "../../env/helm.js";
+import { chartDir, find, Helm, type Manifest } from "../../env/stack/helm.js";
 
 let helm: Helm;
 beforeAll(async () => {

@@ -26,7 +26,7 @@ import {
   type ClusterSet,
   type TestCluster,
 } from "../../env/index.js";
-import { chartDir, Helm, parseManifests, type Manifest } from "../../env/helm.js";
+import { chartDir, Helm, parseManifests, type Manifest } from "../../env/stack/helm.js";
 import { eventually } from "../../support/poll.js";
 import { valuesShapes } from "./values-shapes.js";
 

@@ -9,7 +9,7 @@ import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseControlPlaneArgs } from "../../../control-plane/src/control-plane-options.js";
-import { chartDir, find, Helm, type Manifest } from "../../env/helm.js";
+import { chartDir, find, Helm, type Manifest } from "../../env/stack/helm.js";
 import { testScratchDir } from "../../support/scratch-dir.js";
 
 let helm: Helm;

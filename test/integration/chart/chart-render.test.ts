@@ -18,7 +18,7 @@ import {
   parseCredentialSecret,
 } from "../../../control-plane/src/config/credential-secret.js";
 import { createCertificateAuthority } from "../../env/index.js";
-import { chartDir, find, Helm, type Manifest } from "../../env/helm.js";
+import { chartDir, find, Helm, type Manifest } from "../../env/stack/helm.js";
 import { testScratchDir } from "../../support/scratch-dir.js";
 import { fakeJwt, valuesShapes } from "./values-shapes.js";
 

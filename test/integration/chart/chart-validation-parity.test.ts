@@ -7,7 +7,7 @@ import { afterAll, beforeAll, expect, it } from "vitest";
 import { validateClusterConfig } from "../../../control-plane/src/config/cluster-config.js";
 import { ClusterConfigErrors } from "../../../control-plane/src/config/cluster-config-error.js";
 import { createCertificateAuthority } from "../../env/index.js";
-import { chartDir, Helm } from "../../env/helm.js";
+import { chartDir, Helm } from "../../env/stack/helm.js";
 
 const ca = await createCertificateAuthority("parity-ca");
 const validCaData = Buffer.from(ca.certPem).toString("base64");

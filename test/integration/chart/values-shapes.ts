@@ -35,7 +35,7 @@ export async function valuesShapes(): Promise<ValuesShape[]> {
     { name: "default", usedBy: "chart-render, chart-install (upgrade)", values: {} },
     {
       name: "primary (management-only)",
-      usedBy: "env/embedded-stack.ts (the Primary), chart-render (flags)",
+      usedBy: "env/stack/embedded-stack.ts (the Primary), chart-render (flags)",
       values: {
         multiCluster: {
           enabled: true,
@@ -86,7 +86,7 @@ export async function valuesShapes(): Promise<ValuesShape[]> {
     },
     {
       name: "member",
-      usedBy: "env/embedded-stack.ts (workload clusters), chart-render (flags)",
+      usedBy: "env/stack/embedded-stack.ts (workload clusters), chart-render (flags)",
       values: {
         multiClusterMember: true,
         multiCluster: { clusterName: "east" },

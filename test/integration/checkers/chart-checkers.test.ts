@@ -11,7 +11,7 @@ import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { stringify } from "yaml";
 import { binaryPath, ensureBinaries } from "../../env/binaries.js";
-import { chartDir, Helm, parseManifests } from "../../env/helm.js";
+import { chartDir, Helm, parseManifests } from "../../env/stack/helm.js";
 import { valuesShapes, type ValuesShape } from "../chart/values-shapes.js";
 import { runTool } from "./run-tool.js";
 

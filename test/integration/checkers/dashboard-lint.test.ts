@@ -7,7 +7,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { binaryPath, ensureBinaries } from "../../env/binaries.js";
-import { chartDir } from "../../env/helm.js";
+import { chartDir } from "../../env/stack/helm.js";
 import { runTool } from "./run-tool.js";
 
 const dashboard = join(chartDir, "dashboards/switchyard.json");

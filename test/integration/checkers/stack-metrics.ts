@@ -4,7 +4,7 @@
 // listen port their member control plane records for them.
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import type { EmbeddedStack } from "../../env/embedded-stack.js";
+import type { EmbeddedStack } from "../../env/stack/embedded-stack.js";
 
 export type Component = "control-plane" | "router" | "agent";
 

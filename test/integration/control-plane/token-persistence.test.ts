@@ -21,7 +21,7 @@ import {
 import { readServiceAccountClaims } from "../../../control-plane/src/credentials/jwt-claims.js";
 import { switchyardOperatorClient, type SwitchyardOperator } from "../../../proto/api/v1alpha1/index.js";
 import { startClusterSet, writeKubeconfig, type ClusterSet, type TestCluster } from "../../env/index.js";
-import { chartDir, Helm } from "../../env/helm.js";
+import { chartDir, Helm } from "../../env/stack/helm.js";
 import { launch, tsx, type LaunchedProcess, type LogLine } from "../../support/launch.js";
 import { eventually } from "../../support/poll.js";
 import { b64, forgeShortLivedToken, installMemberRbac, NS, putCredentialSecret } from "./remote-fixtures.js";

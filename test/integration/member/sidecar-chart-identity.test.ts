@@ -36,7 +36,7 @@ import { MemberController } from "../../../control-plane/src/member/index.js";
 import { RouteSnapshotCache } from "../../../control-plane/src/route-discovery/index.js";
 import { clusterSessionClient } from "../../../proto/api/v1alpha1/index.js";
 import { startClusterSet, type ClusterSet, type TestCluster } from "../../env/index.js";
-import { Helm } from "../../env/helm.js";
+import { Helm } from "../../env/stack/helm.js";
 import { eventually } from "../../support/poll.js";
 
 const RELEASE_NS = "switchyard";

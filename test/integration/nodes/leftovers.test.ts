@@ -4,8 +4,8 @@
 import { spawn } from "node:child_process";
 import { beforeAll, describe, expect, it } from "vitest";
 import { ensureBinaries } from "../../env/binaries.js";
-import { baselineHostState, diffHostState, snapshotHostState } from "../../env/node/host-state.js";
-import { sweepNodeLeftovers } from "../../env/node/leftovers.js";
+import { baselineHostState, diffHostState, snapshotHostState } from "../../env/nodes/host-state.js";
+import { sweepNodeLeftovers } from "../../env/nodes/leftovers.js";
 import { sweepOrphans } from "../../env/processes.js";
 import { eventually } from "../../support/poll.js";
 

@@ -3,7 +3,7 @@
 // sidecar template start them (`command: ["node"]`, the main module first in `args`); the
 // sidecar template's redirect init container runs from the iptables image and sends traffic
 // for the demo app's port to the agent's port; the demo app image serves its page. Needs root
-// and the packages of test/env/node/install-host-packages.sh (it fails without them, never skips).
+// and the packages of test/env/nodes/install-host-packages.sh (it fails without them, never skips).
 import {
   CoreV1Api,
   type KubeConfig,
@@ -15,7 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { injectSidecar, REDIRECT_CONTAINER } from "../../../control-plane/src/member/sidecar-pod-template.js";
 import { COMPONENT_MAIN, PRODUCT_IMAGE_COMMAND } from "../../../proto/product-image.js";
 import { ensureBinaries } from "../../env/binaries.js";
-import { startClusterSet, type ClusterSet } from "../../env/cluster-set.js";
+import { startClusterSet, type ClusterSet } from "../../env/clusters/cluster-set.js";
 import {
   DEMO_APP_IMAGE,
   DEMO_APP_PORT,
@@ -24,9 +24,9 @@ import {
   productImage,
   REDIRECT_IMAGE,
 } from "../../env/images/project-images.js";
-import { hostCommand } from "../../env/node/host-command.js";
-import { startNodes, type NodeSet } from "../../env/node/node-set.js";
-import { iptablesImage } from "../../env/node/oci-image.js";
+import { hostCommand } from "../../env/nodes/host-command.js";
+import { startNodes, type NodeSet } from "../../env/nodes/node-set.js";
+import { iptablesImage } from "../../env/images/oci-image.js";
 import { eventually } from "../../support/poll.js";
 
 let set: ClusterSet | undefined;

@@ -1,24 +1,24 @@
-// Real nodes (test/env/node) on two clusters, east and west, as separate clusters: each node turns
+// Real nodes (test/env/nodes) on two clusters, east and west, as separate clusters: each node turns
 // Ready; pods from images built here run; a ClusterIP Service reaches its pod through kube-proxy
 // and cluster DNS names it; an init container with only NET_ADMIN redirects a port with iptables;
 // the API server reaches a Service and a pod through its node (the cluster egress) while the
 // host cannot reach the pod; a pod in west reaches east's NodePort through the host; deleting east's pods leaves west's
 // alone; and teardown leaves the host exactly as it was. Needs root and the packages of
-// test/env/node/install-host-packages.sh: without them it fails, saying so (it never skips).
+// test/env/nodes/install-host-packages.sh: without them it fails, saying so (it never skips).
 import { AppsV1Api, CoreV1Api, type KubeConfig, type V1Pod } from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ensureBinaries } from "../../env/binaries.js";
-import { startClusterSet, type ClusterSet, type TestCluster } from "../../env/cluster-set.js";
-import { hostCommand } from "../../env/node/host-command.js";
+import { startClusterSet, type ClusterSet, type TestCluster } from "../../env/clusters/cluster-set.js";
+import { hostCommand } from "../../env/nodes/host-command.js";
 import {
   baselineHostState,
   diffHostState,
   snapshotHostState,
   type HostState,
-} from "../../env/node/host-state.js";
-import type { TestNode } from "../../env/node/node.js";
-import { startNodes, type NodeSet } from "../../env/node/node-set.js";
-import { iptablesImage, nodeRuntimeImage } from "../../env/node/oci-image.js";
+} from "../../env/nodes/host-state.js";
+import type { TestNode } from "../../env/nodes/node.js";
+import { startNodes, type NodeSet } from "../../env/nodes/node-set.js";
+import { iptablesImage, nodeRuntimeImage } from "../../env/images/oci-image.js";
 import { eventually } from "../../support/poll.js";
 
 const NODE_IMAGE = "switchyard.test/node:1";

@@ -17,7 +17,7 @@ import {
   statSync,
 } from "node:fs";
 import { dirname, join, posix } from "node:path";
-import { hostOutput } from "./host-command.js";
+import { hostOutput } from "../nodes/host-command.js";
 import { TarWriter } from "./tar-archive.js";
 
 /** One entry of an image's filesystem, at an absolute path inside the image. */

@@ -9,18 +9,18 @@ import { request as httpsRequest } from "node:https";
 import { request as httpRequest } from "node:http";
 import { join } from "node:path";
 import type { KubeConfig } from "@kubernetes/client-node";
-import { ensureBinaries, type BinaryName } from "./binaries.js";
+import { ensureBinaries, type BinaryName } from "../binaries.js";
 import { loadKubeConfig, writeKubeconfig, kubeconfigYaml } from "./kubeconfig.js";
 import {
   createCertificateAuthority,
   createServiceAccountSigningKey,
   type CertificateAuthority,
-} from "./pki.js";
-import { freePorts } from "./ports.js";
-import { apiServerArgsForNodes, KUBERNETES_SERVICE_IP, SERVICE_CIDR } from "./node/api-server-flags.js";
-import { nodeAddresses, pickAddressBlock, type NodeAddresses } from "./node/node-network.js";
-import { envRoot, ProcessGroupDir, sweepOrphans, type ManagedProcess } from "./processes.js";
-import { eventually, PollTimeoutError } from "../support/poll.js";
+} from "../pki.js";
+import { freePorts } from "../ports.js";
+import { apiServerArgsForNodes, KUBERNETES_SERVICE_IP, SERVICE_CIDR } from "../nodes/api-server-flags.js";
+import { nodeAddresses, pickAddressBlock, type NodeAddresses } from "../nodes/node-network.js";
+import { envRoot, ProcessGroupDir, sweepOrphans, type ManagedProcess } from "../processes.js";
+import { eventually, PollTimeoutError } from "../../support/poll.js";
 
 export interface ClusterSetOptions {
   /** Cluster names (RFC 1123 labels), e.g. ["primary", "east", "west"]. */
@@ -36,7 +36,7 @@ export interface ClusterSetOptions {
   /** Where etcd, kube-apiserver and kube-controller-manager log (default `<set dir>/logs`, removed by stop()). */
   logDir?: string;
   /**
-   * Ready the API servers for real nodes (test/env/node): Node,RBAC authorization, kubelet client
+   * Ready the API servers for real nodes (test/env/nodes): Node,RBAC authorization, kubelet client
    * certificates, a listener on every address (default false: loopback only, RBAC only).
    */
   nodes?: boolean;
@@ -83,7 +83,7 @@ export interface TestCluster {
 export interface ClusterSet {
   readonly clusters: Record<string, TestCluster>;
   readonly dir: string;
-  /** With `nodes: true`: the set's node network block, 10.<nodeBlock>.0.0/16 (test/env/node). */
+  /** With `nodes: true`: the set's node network block, 10.<nodeBlock>.0.0/16 (test/env/nodes). */
   readonly nodeBlock: number | undefined;
   get(name: string): TestCluster;
   /** Stops every process and removes every file of the set. Safe to call twice. */
@@ -393,7 +393,7 @@ export async function startClusterSet(options: ClusterSetOptions): Promise<Clust
   const deadline = Date.now() + timeout;
   const etcds: Etcd[] = [];
   const clusters: Record<string, Cluster> = {};
-  // Node i of the set (test/env/node) serves cluster i; its host address is known now, so the
+  // Node i of the set (test/env/nodes) serves cluster i; its host address is known now, so the
   // serving certificates cover it.
   const nodeBlock = options.nodes ? await pickAddressBlock() : undefined;
   // One stop, shared by every caller: a second call (a failed start racing a signal) waits

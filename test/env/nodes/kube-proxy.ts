@@ -5,7 +5,7 @@
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { stringify } from "yaml";
-import type { TestCluster } from "../cluster-set.js";
+import type { TestCluster } from "../clusters/cluster-set.js";
 import type { ManagedProcess } from "../processes.js";
 import { nodeComponentKubeconfig } from "./kubelet.js";
 import type { NodeNamespaces } from "./node-namespaces.js";

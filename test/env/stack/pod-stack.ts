@@ -1,5 +1,5 @@
 // The pod stack: Switchyard as a user runs it, on real nodes. A cluster set with one real node
-// per cluster (test/env/node), the project's images imported into every node (no Docker, no
+// per cluster (test/env/nodes), the project's images imported into every node (no Docker, no
 // registry), the chart installed with Helm into each cluster — a management-only Primary and
 // workload clusters east (the Default) and west — so that the control planes and routers run
 // as the chart's Deployments under its ServiceAccounts, and a demo Deployment (two replicas)
@@ -20,16 +20,21 @@ import { randomBytes } from "node:crypto";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { AppsV1Api, CoreV1Api, type KubeConfig } from "@kubernetes/client-node";
-import { switchyardOperatorClient } from "../../proto/api/v1alpha1/index.js";
-import { startClusterSet, type ClusterSet, type ClusterUser, type TestCluster } from "./cluster-set.js";
+import { switchyardOperatorClient } from "../../../proto/api/v1alpha1/index.js";
+import {
+  startClusterSet,
+  type ClusterSet,
+  type ClusterUser,
+  type TestCluster,
+} from "../clusters/cluster-set.js";
 import { Helm } from "./helm.js";
-import { demoAppImage, productImage, PRODUCT_IMAGE, REDIRECT_IMAGE } from "./images/project-images.js";
-import { iptablesImage } from "./node/oci-image.js";
-import { nodeAddresses } from "./node/node-network.js";
-import { startNodes, type NodeSet } from "./node/node-set.js";
-import type { TestNode } from "./node/node.js";
-import { createCertificateAuthority, type CertificateAuthority } from "./pki.js";
-import { envRoot, ProcessGroupDir } from "./processes.js";
+import { demoAppImage, productImage, PRODUCT_IMAGE, REDIRECT_IMAGE } from "../images/project-images.js";
+import { iptablesImage } from "../images/oci-image.js";
+import { nodeAddresses } from "../nodes/node-network.js";
+import { startNodes, type NodeSet } from "../nodes/node-set.js";
+import type { TestNode } from "../nodes/node.js";
+import { createCertificateAuthority, type CertificateAuthority } from "../pki.js";
+import { envRoot, ProcessGroupDir } from "../processes.js";
 import { createPodDemo, DEMO_NODE_PORT } from "./pod-demo.js";
 import { describePodProblems } from "./pod-problems.js";
 import {
@@ -41,7 +46,7 @@ import {
   serviceAccountToken,
   STACK_NAMESPACE,
 } from "./stack-install.js";
-import { eventually } from "../support/poll.js";
+import { eventually } from "../../support/poll.js";
 
 /** Node port of the routers' Service in every cluster (the chart's router.service.nodePort). */
 export const ROUTER_NODE_PORT = 30443;
@@ -65,7 +70,7 @@ export interface PodStackOptions {
   /**
    * The members' admission webhook (the chart's sidecar.injection, its CA the stack's): pods of
    * opted-in workloads are born with the agent. Their API servers reach it through their node
-   * (test/env/node/cluster-egress.ts). Default false.
+   * (test/env/nodes/cluster-egress.ts). Default false.
    */
   injection?: boolean;
   /** Where the clusters log (default: the set's own directory, removed by stop()). */

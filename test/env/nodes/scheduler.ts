@@ -3,9 +3,9 @@
 // user — without leader election and without a serving port.
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
-import type { TestCluster } from "../cluster-set.js";
+import type { TestCluster } from "../clusters/cluster-set.js";
 import type { ManagedProcess, ProcessGroupDir } from "../processes.js";
-import { writeKubeconfig } from "../kubeconfig.js";
+import { writeKubeconfig } from "../clusters/kubeconfig.js";
 
 export async function startScheduler(
   group: ProcessGroupDir,

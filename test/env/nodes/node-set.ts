@@ -12,12 +12,12 @@ import { randomBytes } from "node:crypto";
 import { accessSync, constants, existsSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { ensureBinaries } from "../binaries.js";
-import type { ClusterSet } from "../cluster-set.js";
+import type { ClusterSet } from "../clusters/cluster-set.js";
 import { envRoot, ProcessGroupDir, sweepOrphans, type ManagedProcess } from "../processes.js";
 import { sweepNodeLeftovers } from "./leftovers.js";
 import { TestNode, type NodeTimings } from "./node.js";
 import { nodeAddresses, pickAddressBlock } from "./node-network.js";
-import { pauseImage, writeImageArchive, type ImageArchive, type ImageSpec } from "./oci-image.js";
+import { pauseImage, writeImageArchive, type ImageArchive, type ImageSpec } from "../images/oci-image.js";
 import { startScheduler } from "./scheduler.js";
 import { CNI_BIN_DIR } from "./containerd.js";
 
@@ -87,7 +87,7 @@ export async function startNodes(set: ClusterSet, options: NodeSetOptions = {}):
   if (missing.length > 0)
     throw new NodePrerequisiteError(
       `real nodes cannot run on this host; missing: ${missing.join(", ")}. ` +
-        "Install the packages with test/env/node/install-host-packages.sh and run as root.",
+        "Install the packages with test/env/nodes/install-host-packages.sh and run as root.",
     );
   const names = options.clusters ?? Object.keys(set.clusters);
   await sweepOrphans();

@@ -6,7 +6,7 @@
 // Why a repeat is not always a second Ctrl-C: a terminal sends SIGINT to its whole
 // foreground process group, and npm forwards the SIGINT it received to its child as well,
 // so one Ctrl-C arrives twice within milliseconds. Repeats within REPEAT_MS count as one.
-import { ownSignals } from "./processes.js";
+import { ownSignals } from "../processes.js";
 
 const SIGNALS = ["SIGINT", "SIGTERM", "SIGHUP"] as const;
 /** Repeats closer than this are the same Ctrl-C delivered twice (terminal and npm). */

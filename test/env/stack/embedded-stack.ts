@@ -15,8 +15,13 @@ import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import type { Server } from "node:http";
 import { join } from "node:path";
-import { switchyardOperatorClient } from "../../proto/api/v1alpha1/index.js";
-import { startClusterSet, type ClusterSet, type ClusterUser, type TestCluster } from "./cluster-set.js";
+import { switchyardOperatorClient } from "../../../proto/api/v1alpha1/index.js";
+import {
+  startClusterSet,
+  type ClusterSet,
+  type ClusterUser,
+  type TestCluster,
+} from "../clusters/cluster-set.js";
 import { APP_PORT, createDemo, demoApp, TRAFFIC_OFFSET, type AppRequest } from "./demo-workload.js";
 import { Helm } from "./helm.js";
 import {
@@ -28,12 +33,12 @@ import {
   serviceAccountToken as token,
   STACK_NAMESPACE,
 } from "./stack-install.js";
-import { writeKubeconfig } from "./kubeconfig.js";
-import { freePorts } from "./ports.js";
+import { writeKubeconfig } from "../clusters/kubeconfig.js";
+import { freePorts } from "../ports.js";
 import { EmbeddedStackError, startFailure } from "./stack-start-failure.js";
-import { envRoot, killReferencing, ProcessGroupDir } from "./processes.js";
-import { launch, tsx, type LaunchedProcess, type LogLine } from "../support/launch.js";
-import { eventually } from "../support/poll.js";
+import { envRoot, killReferencing, ProcessGroupDir } from "../processes.js";
+import { launch, tsx, type LaunchedProcess, type LogLine } from "../../support/launch.js";
+import { eventually } from "../../support/poll.js";
 
 export { APP_PORT, TRAFFIC_OFFSET, EmbeddedStackError };
 export { STACK_NAMESPACE };

@@ -9,7 +9,7 @@
 import { AppsV1Api, BatchV1Api, CoreV1Api, type KubeConfig, type V1Pod } from "@kubernetes/client-node";
 import { rmSync } from "node:fs";
 import { join } from "node:path";
-import type { TestCluster } from "../cluster-set.js";
+import type { TestCluster } from "../clusters/cluster-set.js";
 import type { ProcessGroupDir } from "../processes.js";
 import { eventually, PollTimeoutError } from "../../support/poll.js";
 import { CLUSTER_DNS_IP, publishApiServerEndpoint, publishClusterDns } from "./cluster-objects.js";
@@ -21,7 +21,7 @@ import { Kubelet } from "./kubelet.js";
 import { NodeCgroup, type NodeMemory } from "./node-cgroup.js";
 import { NodeNamespaces } from "./node-namespaces.js";
 import { connectNode, disconnectNode, type NodeAddresses } from "./node-network.js";
-import type { ImageArchive } from "./oci-image.js";
+import type { ImageArchive } from "../images/oci-image.js";
 import type { HostCommandOptions, HostCommandResult } from "./host-command.js";
 
 export interface NodeBinaries {

@@ -6,7 +6,7 @@
 import { mkdirSync, writeFileSync } from "node:fs";
 import { request } from "node:http";
 import { join } from "node:path";
-import type { TestCluster } from "../cluster-set.js";
+import type { TestCluster } from "../clusters/cluster-set.js";
 import type { ManagedProcess } from "../processes.js";
 import { eventually } from "../../support/poll.js";
 import { COREDNS_USER } from "./cluster-objects.js";

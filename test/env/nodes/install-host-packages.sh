@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Installs the Debian packages real test nodes need (test/env/node): containerd and runc, the CNI
+# Installs the Debian packages real test nodes need (test/env/nodes): containerd and runc, the CNI
 # plugins, iptables, iproute2 and util-linux for ip, nsenter and unshare, and busybox-static (a
 # statically linked program for the transparent network tests of `switchyard exec`). Idempotent: installs
 # only what is missing. Starts no daemon: the nodes run their own containerd, and on a host with
 # systemd the package's containerd.service is stopped and disabled again if installing started it.
-# Usage (as root, or with sudo on PATH): test/env/node/install-host-packages.sh
+# Usage (as root, or with sudo on PATH): test/env/nodes/install-host-packages.sh
 set -euo pipefail
 packages=(containerd runc containernetworking-plugins iptables iproute2 util-linux busybox-static)
 missing=()

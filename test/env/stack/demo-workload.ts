@@ -4,7 +4,7 @@
 // that answers `hello from the <cluster> app: METHOD PATH` with `x-served-by: app-<cluster>`.
 import { createServer, type Server } from "node:http";
 import { AppsV1Api, CoreV1Api, type KubeConfig } from "@kubernetes/client-node";
-import { runPods } from "./kubelet.js";
+import { runPods } from "../clusters/kubelet.js";
 
 /** The demo app's container port; each cluster's agent takes its traffic on APP_PORT + TRAFFIC_OFFSET. */
 export const APP_PORT = 8080;

@@ -3,7 +3,7 @@
 // message, last termination and exit code) and the last lines of the logs of containers that
 // are not ready (read through the kubelet, as `kubectl logs` does), plus recent Warning events.
 import { CoreV1Api, type V1ContainerStatus, type V1Pod } from "@kubernetes/client-node";
-import type { TestCluster } from "./cluster-set.js";
+import type { TestCluster } from "../clusters/cluster-set.js";
 
 const LOG_LINES = 20;
 

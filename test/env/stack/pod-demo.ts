@@ -7,7 +7,7 @@
 // targetPort is the container port's name (`http`: the agent takes the port by name) or its
 // number (the sidecar's iptables init container redirects it).
 import { AppsV1Api, CoreV1Api, type KubeConfig } from "@kubernetes/client-node";
-import { DEMO_APP_IMAGE, DEMO_APP_PORT } from "./images/project-images.js";
+import { DEMO_APP_IMAGE, DEMO_APP_PORT } from "../images/project-images.js";
 
 /** Node port of the demo Service in every workload cluster. */
 export const DEMO_NODE_PORT = 30080;

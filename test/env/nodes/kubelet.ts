@@ -8,8 +8,8 @@
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { stringify } from "yaml";
-import type { TestCluster } from "../cluster-set.js";
-import { writeKubeconfig } from "../kubeconfig.js";
+import type { TestCluster } from "../clusters/cluster-set.js";
+import { writeKubeconfig } from "../clusters/kubeconfig.js";
 import type { ManagedProcess } from "../processes.js";
 import { API_SERVER_TLS_NAME } from "./api-server-flags.js";
 import type { NodeNamespaces } from "./node-namespaces.js";

@@ -10,7 +10,7 @@ import type { ManagedProcess } from "../processes.js";
 import { eventually } from "../../support/poll.js";
 import type { HostCommandResult } from "./host-command.js";
 import type { NodeNamespaces } from "./node-namespaces.js";
-import type { ImageArchive } from "./oci-image.js";
+import type { ImageArchive } from "../images/oci-image.js";
 
 /** Where Debian's containernetworking-plugins puts the CNI plugins. */
 export const CNI_BIN_DIR = "/usr/lib/cni";

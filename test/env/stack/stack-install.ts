@@ -3,7 +3,7 @@
 // The embedded stack (embedded-stack.ts) then runs the components as local processes; the pod
 // stack (pod-stack.ts) lets the chart's own Deployments run them on real nodes.
 import { CoreV1Api, RbacAuthorizationV1Api, type KubeConfig } from "@kubernetes/client-node";
-import type { TestCluster } from "./cluster-set.js";
+import type { TestCluster } from "../clusters/cluster-set.js";
 import { chartDir, type Helm } from "./helm.js";
 
 /** The namespace Switchyard is installed into in every cluster of a stack. */

@@ -1,5 +1,5 @@
 /* global process, console */
-// The cluster side of a node's API-server egress (test/env/node/cluster-egress.ts): an HTTP
+// The cluster side of a node's API-server egress (test/env/nodes/cluster-egress.ts): an HTTP
 // CONNECT proxy over mutual TLS, run inside the node's network namespace as a konnectivity agent
 // runs in a cluster. The API server's "cluster" egress (webhooks, aggregated APIs, kubelets)
 // reaches Service IPs and pods through it, by the node's own routes and kube-proxy's rules.

@@ -7,9 +7,9 @@ import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseAllDocuments } from "yaml";
-import { binaryPath, ensureBinaries } from "./binaries.js";
+import { binaryPath, ensureBinaries } from "../binaries.js";
 
-export const chartDir = resolve(dirname(fileURLToPath(import.meta.url)), "../../charts/switchyard");
+export const chartDir = resolve(dirname(fileURLToPath(import.meta.url)), "../../../charts/switchyard");
 
 export interface HelmResult {
   code: number;

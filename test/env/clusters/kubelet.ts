@@ -1,7 +1,7 @@
 // Plays the kubelet's part for tests: there is no node agent in the test clusters,
 // so Pods stay Pending until a test marks them Running and Ready with a pod IP.
 import { CoreV1Api, type KubeConfig, type V1Pod } from "@kubernetes/client-node";
-import { eventually } from "../support/poll.js";
+import { eventually } from "../../support/poll.js";
 
 export interface PodRunOptions {
   /** Pod IP to report (default: a 10.244.x.y address derived from the pod name). */

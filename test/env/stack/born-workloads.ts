@@ -14,8 +14,8 @@ import {
 import {
   BORN_WITH_AGENT_ANNOTATION,
   INJECT_ANNOTATION,
-} from "../../control-plane/src/member/agent-annotations.js";
-import { DEMO_APP_IMAGE, DEMO_APP_PORT } from "./images/project-images.js";
+} from "../../../control-plane/src/member/agent-annotations.js";
+import { DEMO_APP_IMAGE, DEMO_APP_PORT } from "../images/project-images.js";
 
 /** Node port of the `born` Service in every workload cluster. */
 export const BORN_NODE_PORT = 30081;
