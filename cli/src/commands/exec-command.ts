@@ -23,7 +23,13 @@ import type { SessionConfig } from "../sdk/local/session-config.js";
 import type { SessionClientOptions } from "../sdk/session/session-client.js";
 import { TrafficDelivery } from "../sdk/local/traffic-delivery.js";
 import { openCommandSession } from "./command-session.js";
-import { startNetworkEarly, startWithNetwork, type EarlyNetwork, type ExecNetwork } from "./exec-network.js";
+import {
+  startNetworkEarly,
+  startWithNetwork,
+  transparentNetworkFor,
+  type EarlyNetwork,
+  type ExecNetwork,
+} from "./exec-network.js";
 import { collectTargetFiles } from "../sdk/transparent/target-files.js";
 import type { LocalCommand } from "./local-command.js";
 
@@ -64,18 +70,40 @@ export async function execCommand(
   };
   const warn = (t: string) => out.stderr(`switchyard: ${t}\n`);
   const onError = (what: string, err: Error) => warn(`outgoing ${what} failed: ${err.message}`);
-  // The transparent network is built while the session starts (it needs the session only for CMD).
-  const early = await startNetworkEarly(cfg, o.command[0]!, o.quiet ?? false, warn, onError);
+  const tun2socks = transparentNetworkFor(cfg, warn);
+  const opening = openCommandSession(kc, cfg, out, {
+    ...(o.quiet !== undefined ? { quiet: o.quiet } : {}),
+    ...(o.readyTimeoutMs !== undefined ? { readyTimeoutMs: o.readyTimeoutMs } : {}),
+    ...(o.client ? { client: o.client } : {}),
+  });
+  // The transparent network is built while the session is created and reconciled (it needs
+  // the session only for CMD); a network that cannot even start is known once the session is.
+  const starting = tun2socks
+    ? startNetworkEarly(tun2socks, cfg, o.command[0]!, o.quiet ?? false, warn, onError).then(
+        (network) => ({ network }),
+        (error: unknown) => ({ error: error as Error }),
+      )
+    : undefined;
   let session: Session;
   try {
-    session = await openCommandSession(kc, cfg, out, {
-      ...(o.quiet !== undefined ? { quiet: o.quiet } : {}),
-      ...(o.readyTimeoutMs !== undefined ? { readyTimeoutMs: o.readyTimeoutMs } : {}),
-      ...(o.client ? { client: o.client } : {}),
-    });
+    session = await opening;
   } catch (err) {
-    await early?.abandon("the session did not open");
+    const s = await starting;
+    if (s && "network" in s) await s.network.abandon("the session did not open");
     throw err;
+  }
+  const started = await starting;
+  let early: EarlyNetwork | undefined;
+  if (started && "network" in started) early = started.network;
+  else if (started) {
+    if (cfg.network === "transparent") {
+      await session.close("exec could not start").catch(() => {});
+      throw new CliError(
+        CliErrorCode.INVALID_OPTION,
+        `--network=transparent failed: ${started.error.message}`,
+      );
+    }
+    warn(`transparent network failed: ${started.error.message}; using --network=proxy`);
   }
   const local: LocalParts = { ...(early ? { early } : {}), onError };
   try {

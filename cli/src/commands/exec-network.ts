@@ -80,29 +80,34 @@ export interface EarlyNetwork {
 }
 
 /**
- * Starts the transparent network if exec will use it: undefined for --no-proxy and
- * --network=proxy, and (saying why) where this machine cannot, with --network=auto.
+ * The tun2socks binary when exec will use the transparent network: undefined for --no-proxy
+ * and --network=proxy, and (saying why) where this machine cannot, with --network=auto; an
+ * error with --network=transparent there.
  */
+export function transparentNetworkFor(cfg: SessionConfig, warn: (t: string) => void): string | undefined {
+  if (!cfg.proxy || cfg.network === "proxy") return undefined;
+  const support = checkTransparentSupport();
+  if (support.ok) return support.tun2socks;
+  if (cfg.network === "transparent")
+    throw new CliError(
+      CliErrorCode.INVALID_OPTION,
+      `--network=transparent is not possible here: ${support.reason}`,
+    );
+  warn(`transparent network unavailable: ${support.reason}; using --network=proxy`);
+  return undefined;
+}
+
+/** Starts the transparent network's helper, which builds the network while the session starts. */
 export async function startNetworkEarly(
+  tun2socks: string,
   cfg: SessionConfig,
   cmdName: string,
   quiet: boolean,
   warn: (t: string) => void,
   onError: (what: string, err: Error) => void,
-): Promise<EarlyNetwork | undefined> {
-  if (!cfg.proxy || cfg.network === "proxy") return undefined;
-  const support = checkTransparentSupport();
-  if (!support.ok) {
-    if (cfg.network === "transparent")
-      throw new CliError(
-        CliErrorCode.INVALID_OPTION,
-        `--network=transparent is not possible here: ${support.reason}`,
-      );
-    warn(`transparent network unavailable: ${support.reason}; using --network=proxy`);
-    return undefined;
-  }
+): Promise<EarlyNetwork> {
   const run = await TransparentRun.start({
-    tun2socks: support.tun2socks,
+    tun2socks,
     keepLocal: cfg.keepLocal,
     quiet,
     onError,
