@@ -9,7 +9,8 @@
 //   failover [--runs n]                                             leader failover on the Lease: crash vs clean stop
 //   primary-latency [--sequential n] [--concurrent n]               the Primary's share of session start-up
 //   member-latency [--sessions n]                                   member create -> Ready, table push to a router
-//   pods [--runs n] [--rps-requests n] [--requests n]               real pods: cold vs warm sessions, idle agent cost, memory, stolen vs direct
+//   pods [--runs n] [--rps-requests n] [--requests n] [--baseline-cli bin]
+//                                                                   real pods: cold vs warm sessions, idle agent cost, memory, stolen vs direct
 //   chaos [--only list] [--sessions n] [--rate n] [--duration s] [--kill-every s] [--outage s]
 //                                                                   real pods: leader, router, API server, client kills
 //   branching [--size-mb n] [--runs n] [--no-pods]                  database branches: time to Ready vs the plain tools
@@ -222,11 +223,16 @@ program
     String(defaultPodsBench.rpsRequests),
   )
   .option("--requests <n>", "sequential GETs per side, direct and stolen", String(defaultPodsBench.requests))
-  .action(async (o: { runs: string; requests: string; rpsRequests: string }) => {
+  .option(
+    "--baseline-cli <bin>",
+    "another build's bin (e.g. an earlier commit's dist/bin/switchyard.mjs), run in turns with this one in the warm and born rounds",
+  )
+  .action(async (o: { runs: string; requests: string; rpsRequests: string; baselineCli?: string }) => {
     await runPodsBench({
       runs: Number(o.runs),
       requests: Number(o.requests),
       rpsRequests: Number(o.rpsRequests),
+      ...(o.baselineCli ? { baselineCli: o.baselineCli } : {}),
     });
     process.exit(0);
   });

@@ -15,7 +15,7 @@ import {
   createBornWorkloads,
 } from "../../test/env/stack/born-workloads.js";
 import { eventually } from "../../test/support/poll.js";
-import { sessionToStolen, type StartPhases } from "./pods-linger.js";
+import { phaseP50s, sessionToStolen, sideBySide, type StartPhases } from "./pods-linger.js";
 import { kc, sec, WAIT } from "./pods-support.js";
 import { pct, round } from "../support/stats-support.js";
 
@@ -31,7 +31,7 @@ async function fingerprint(stack: PodStack, cluster: string): Promise<string> {
   return JSON.stringify({ revision: d.metadata?.annotations?.[REVISION], ...s.deployment });
 }
 
-export async function bornSessions(stack: PodStack, rounds: number) {
+export async function bornSessions(stack: PodStack, rounds: number, baselineCli?: string) {
   const clusters = Object.keys(stack.workloads);
   for (const c of clusters) await createBornWorkloads(kc(stack, c), c);
   for (const c of clusters)
@@ -43,19 +43,29 @@ export async function bornSessions(stack: PodStack, rounds: number) {
       WAIT,
     );
   const url = (c: string) => `http://${stack.workloads[c]!.nodeIp}:${BORN_NODE_PORT}`;
-  const rows: Array<{ phases: StartPhases; changed: string[] }> = [];
+  const rows: Array<{ phases: StartPhases; baseline?: StartPhases; changed: string[] }> = [];
+  const target = `deployment/${BORN_DEPLOYMENT}`;
   for (let n = 1; n <= rounds; n++) {
     const before = await Promise.all(clusters.map((c) => fingerprint(stack, c)));
-    const phases = await sessionToStolen(stack, `deployment/${BORN_DEPLOYMENT}`, url);
+    const { phases, baseline } = await sideBySide(
+      n,
+      () => sessionToStolen(stack, target, url),
+      baselineCli ? () => sessionToStolen(stack, target, url, baselineCli) : undefined,
+    );
     const after = await Promise.all(clusters.map((c) => fingerprint(stack, c)));
     const changed = clusters.filter((_, i) => before[i] !== after[i]);
-    rows.push({ phases, changed });
+    rows.push({ phases, ...(baseline ? { baseline } : {}), changed });
     console.log(
       `born round ${n}/${rounds}: first session exec → created ${sec(phases.created)}, Ready ${sec(phases.ready)}, ` +
         `app ${sec(phases.appReady)}, stolen in all ${sec(phases.stolen)}; rolled out or restarted in: ` +
-        `${changed.length === 0 ? "none" : changed.join(", ")}`,
+        `${changed.length === 0 ? "none" : changed.join(", ")}` +
+        (baseline
+          ? `; with the baseline CLI: created ${sec(baseline.created)}, Ready ${sec(baseline.ready)}, ` +
+            `app ${sec(baseline.appReady)}, stolen ${sec(baseline.stolen)}`
+          : ""),
     );
   }
+  const p50Of = (ms: number[]) => round(pct(ms, 50) / 1000, 2);
   const p50 = (k: keyof StartPhases) =>
     round(
       pct(
@@ -85,6 +95,24 @@ export async function bornSessions(stack: PodStack, rounds: number) {
       appReady: p50("appReady"),
       stolen: p50("stolen"),
     },
+    ...(baselineCli
+      ? {
+          baseline: {
+            cli: baselineCli,
+            stolenS: {
+              p50: p50Of(rows.map((r) => r.baseline!.stolen)),
+              p90: round(
+                pct(
+                  rows.map((r) => r.baseline!.stolen),
+                  90,
+                ) / 1000,
+                2,
+              ),
+            },
+            phasesS: phaseP50s(rows.map((r) => r.baseline!)),
+          },
+        }
+      : {}),
     /** Rounds × clusters in which the session changed the workload's pods or ReplicaSets. */
     rollouts: rows.reduce((n, r) => n + r.changed.length, 0),
   };

@@ -32,6 +32,8 @@ import { pct, round } from "../support/stats-support.js";
 export interface LingerRound {
   cold: StartPhases;
   warm: StartPhases;
+  /** The warm start with the baseline CLI (`--baseline-cli`), in the same round. */
+  warmBaseline?: StartPhases;
   /** Per cluster: rollouts of the cold session's agent (injection + restore) and of the warm session. */
   coldRollouts: Record<string, number>;
   warmRollouts: Record<string, number>;
@@ -107,12 +109,14 @@ export async function sessionToStolen(
   stack: PodStack,
   target?: string,
   url: (cluster: string) => string = (c) => stack.workloads[c]!.demoUrl,
+  /** The bin to run (default: this checkout's product build). */
+  cli?: string,
 ): Promise<StartPhases> {
   const sessions = multiClusterSessionClient(kc(stack, "primary"));
   const before = new Set((await sessions.list({ namespace: "default" })).items.map((x) => x.metadata.name));
   const mine = async () =>
     (await sessions.list({ namespace: "default" })).items.find((x) => !before.has(x.metadata.name));
-  const e = await startExec(stack, target);
+  const e = await startExec(stack, target, cli);
   try {
     const [created, ready, appReady, ...stolen] = await Promise.all([
       msUntil(e, "the session to be created", async () => (await mine()) !== undefined, 50),
@@ -158,7 +162,43 @@ async function appRps(url: string, requests: number, connections = 8): Promise<n
   }
 }
 
-export async function sessionsWithoutRollouts(stack: PodStack, rounds: number, rpsRequests: number) {
+/**
+ * The same start with this build's CLI and with `baselineCli` (another build's bin), in turns
+ * (which goes first alternates by round): both figures of one round share the stack's state.
+ */
+export async function sideBySide(
+  round: number,
+  thisCli: () => Promise<StartPhases>,
+  baselineCli: (() => Promise<StartPhases>) | undefined,
+): Promise<{ phases: StartPhases; baseline?: StartPhases }> {
+  if (!baselineCli) return { phases: await thisCli() };
+  if (round % 2 === 0) {
+    const baseline = await baselineCli();
+    return { phases: await thisCli(), baseline };
+  }
+  const phases = await thisCli();
+  return { phases, baseline: await baselineCli() };
+}
+
+/** p50 of each phase, s. */
+export function phaseP50s(ps: StartPhases[]): Record<keyof StartPhases, number> {
+  const p50 = (k: keyof StartPhases) =>
+    round(
+      pct(
+        ps.map((p) => p[k]),
+        50,
+      ) / 1000,
+      2,
+    );
+  return { created: p50("created"), ready: p50("ready"), appReady: p50("appReady"), stolen: p50("stolen") };
+}
+
+export async function sessionsWithoutRollouts(
+  stack: PodStack,
+  rounds: number,
+  rpsRequests: number,
+  baselineCli?: string,
+) {
   const east = stack.workloads.east!.demoUrl;
   const rows: LingerRound[] = [];
   for (let n = 1; n <= rounds; n++) {
@@ -169,7 +209,16 @@ export async function sessionsWithoutRollouts(stack: PodStack, rounds: number, r
     await lingering(stack);
     const idleAgentRps = await appRps(east, rpsRequests);
     const r1 = await revisions(stack);
-    const warm = await sessionToStolen(stack);
+    const { phases: warm, baseline: warmBaseline } = await sideBySide(
+      n,
+      () => sessionToStolen(stack),
+      baselineCli
+        ? async () => {
+            await lingering(stack);
+            return sessionToStolen(stack, undefined, undefined, baselineCli);
+          }
+        : undefined,
+    );
     await lingering(stack);
     const r2 = await revisions(stack);
     await removeAgents(stack);
@@ -177,14 +226,26 @@ export async function sessionsWithoutRollouts(stack: PodStack, rounds: number, r
     const coldRollouts = Object.fromEntries(
       Object.entries(delta(r0, r1)).map(([c, n]) => [c, n + delta(r2, r3)[c]!]),
     );
-    const row = { cold, warm, coldRollouts, warmRollouts: delta(r1, r2), noAgentRps, idleAgentRps };
+    const row = {
+      cold,
+      warm,
+      ...(warmBaseline ? { warmBaseline } : {}),
+      coldRollouts,
+      warmRollouts: delta(r1, r2),
+      noAgentRps,
+      idleAgentRps,
+    };
     rows.push(row);
     console.log(
       `round ${n}/${rounds}: cold exec → created ${sec(cold.created)}, Ready ${sec(cold.ready)}, app ` +
         `${sec(cold.appReady)}, stolen in both ${sec(cold.stolen)} (${JSON.stringify(coldRollouts)} rollouts); warm ` +
         `created ${sec(warm.created)}, Ready ${sec(warm.ready)}, app ${sec(warm.appReady)}, stolen ${sec(warm.stolen)} ` +
         `(${JSON.stringify(row.warmRollouts)}); app ${Math.round(noAgentRps)} req/s without ` +
-        `an agent, ${Math.round(idleAgentRps)} with an idle one`,
+        `an agent, ${Math.round(idleAgentRps)} with an idle one` +
+        (warmBaseline
+          ? `; warm with the baseline CLI: created ${sec(warmBaseline.created)}, Ready ${sec(warmBaseline.ready)}, ` +
+            `app ${sec(warmBaseline.appReady)}, stolen ${sec(warmBaseline.stolen)}`
+          : ""),
     );
   }
   const phasesS = (p: StartPhases) =>
@@ -214,6 +275,7 @@ export async function sessionsWithoutRollouts(stack: PodStack, rounds: number, r
       ...r,
       cold: phasesS(r.cold),
       warm: phasesS(r.warm),
+      ...(r.warmBaseline ? { warmBaseline: phasesS(r.warmBaseline) } : {}),
       noAgentRps: Math.round(r.noAgentRps!),
       idleAgentRps: Math.round(r.idleAgentRps!),
     })),
@@ -221,6 +283,15 @@ export async function sessionsWithoutRollouts(stack: PodStack, rounds: number, r
     warmS: dist(rows.map((r) => r.warm.stolen)),
     coldPhasesS: phaseDist(rows.map((r) => r.cold)),
     warmPhasesS: phaseDist(rows.map((r) => r.warm)),
+    ...(baselineCli
+      ? {
+          baseline: {
+            cli: baselineCli,
+            warmS: dist(rows.map((r) => r.warmBaseline!.stolen)),
+            warmPhasesS: phaseP50s(rows.map((r) => r.warmBaseline!)),
+          },
+        }
+      : {}),
     coldRollouts: { min: minOf((r) => r.coldRollouts), max: maxOf((r) => r.coldRollouts) },
     warmRollouts: { min: minOf((r) => r.warmRollouts), max: maxOf((r) => r.warmRollouts) },
     rps: {

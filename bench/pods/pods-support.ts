@@ -98,14 +98,14 @@ export interface Exec {
 
 /**
  * `switchyard exec --steal -- node local-app.mjs` as the developer, with the CLI as a user
- * installs it (the product build's bin, test/env/images); returns once spawned.
+ * installs it (`cli`: the product build's bin, test/env/images, by default); returns once spawned.
  */
-export async function startExec(stack: PodStack, target?: string): Promise<Exec> {
+export async function startExec(stack: PodStack, target?: string, cli = installedCli()): Promise<Exec> {
   const localPort = (await freePorts(1))[0]!;
   const startedAt = performance.now();
   const proc = await launch({
     name: "switchyard-exec",
-    ...stealExecCommand(stack, localPort, target, installedCli()),
+    ...stealExecCommand(stack, localPort, target, cli),
     env: { LOCAL_PORT: String(localPort), LOCAL_NAME: "local" },
   });
   return { proc, localPort, startedAt };

@@ -11,6 +11,7 @@
 //      (no session) versus stolen through the pod's agent, both routers and the CLI.
 // Numbers only; nothing here asserts speed. One stack per invocation; it needs root and the
 // node packages, like the pod suites.
+import { existsSync } from "node:fs";
 import type { PodStack } from "../../test/env/stack/pod-stack.js";
 import { eventually } from "../../test/support/poll.js";
 import { onPodStack, requireWholeNumbers } from "../support/pod-stack-run.js";
@@ -37,6 +38,11 @@ export interface PodsBenchOptions {
   rpsRequests: number;
   /** Sequential GETs per side of the direct vs stolen comparison (after a warm-up). */
   requests: number;
+  /**
+   * Another build's bin (e.g. an earlier commit's `dist/bin/switchyard.mjs`): each warm and
+   * born round also runs it, in turns with this build's, so both are measured side by side.
+   */
+  baselineCli?: string;
 }
 
 export const defaultPodsBench: PodsBenchOptions = { runs: 5, rpsRequests: 3000, requests: 300 };
@@ -101,7 +107,7 @@ async function latencyAndMemory(stack: PodStack, requests: number) {
 }
 
 async function measure(stack: PodStack, o: PodsBenchOptions) {
-  const linger = await sessionsWithoutRollouts(stack, o.runs, o.rpsRequests);
+  const linger = await sessionsWithoutRollouts(stack, o.runs, o.rpsRequests, o.baselineCli);
   console.log(`exec → stolen in both clusters (s, ${o.runs} rounds)   p50     p90`);
   console.log(
     `  cold (the agent injected, a rollout)     ${linger.coldS.p50.toFixed(2)}  ${linger.coldS.p90.toFixed(2)}`,
@@ -113,6 +119,11 @@ async function measure(stack: PodStack, o: PodsBenchOptions) {
     `session created ${p.created!.toFixed(2)}, Ready ${p.ready!.toFixed(2)}, local app ${p.appReady!.toFixed(2)}, stolen ${p.stolen!.toFixed(2)}`;
   console.log(`  p50 by phase, cold: ${phases(linger.coldPhasesS)}`);
   console.log(`  p50 by phase, warm: ${phases(linger.warmPhasesS)}`);
+  if (linger.baseline)
+    console.log(
+      `  warm with the baseline CLI (${linger.baseline.cli}): p50 ${linger.baseline.warmS.p50.toFixed(2)}, ` +
+        `p90 ${linger.baseline.warmS.p90.toFixed(2)}; by phase: ${phases(linger.baseline.warmPhasesS)}`,
+    );
   console.log(
     `rollouts per cluster: cold session's agent ${linger.coldRollouts.min}–${linger.coldRollouts.max} ` +
       `(injection + restore), warm session ${linger.warmRollouts.min}–${linger.warmRollouts.max}`,
@@ -121,11 +132,16 @@ async function measure(stack: PodStack, o: PodsBenchOptions) {
     `app req/s through east's NodePort (${o.rpsRequests} GETs, 8 connections, median of ${o.runs}): ` +
       `no agent ${linger.rps.noAgent}, idle agent ${linger.rps.idleAgent} (${linger.rps.ratio}x)`,
   );
-  const born = await bornSessions(stack, o.runs);
+  const born = await bornSessions(stack, o.runs, o.baselineCli);
   console.log(
     `first session on a target born with the agent (s, ${o.runs} rounds): p50 ${born.stolenS.p50.toFixed(2)}, ` +
       `p90 ${born.stolenS.p90.toFixed(2)}; rollouts or restarts ${born.rollouts}`,
   );
+  if (born.baseline)
+    console.log(
+      `  with the baseline CLI: p50 ${born.baseline.stolenS.p50.toFixed(2)}, p90 ${born.baseline.stolenS.p90.toFixed(2)}; ` +
+        `by phase: ${phases(born.baseline.phasesS)}`,
+    );
   const { direct, stolen, memory } = await latencyAndMemory(stack, o.requests);
   printMemory(memory);
   const agents = memory.filter((m) => m.container === AGENT);
@@ -162,6 +178,11 @@ export async function runPodsBench(o: PodsBenchOptions = defaultPodsBench): Prom
     ["--requests", o.requests],
     ["--rps-requests", o.rpsRequests],
   ]);
+  if (o.baselineCli && !existsSync(o.baselineCli))
+    throw new Error(
+      `--baseline-cli ${o.baselineCli}: no such file; build the other commit first ` +
+        "(git worktree add /tmp/base REV && cd /tmp/base && npm ci && npm run build) and pass its dist/bin/switchyard.mjs",
+    );
   await onPodStack(
     "pods",
     async (stack) => {
