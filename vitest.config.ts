@@ -1,7 +1,51 @@
-// Two projects: `unit` (fast, no external processes beyond loopback sockets) and
-// `integration` (real kube-apiserver/etcd/kube-controller-manager from test/env,
-// one file at a time because each file starts its own cluster set on a 2-core box).
+// Three projects, run one after another (sequence.groupOrder):
+// - `unit`: fast, no external processes beyond loopback sockets;
+// - `integration`: real kube-apiserver/etcd/kube-controller-manager from test/env and real
+//   component processes; every file starts its own cluster set on ports of its own (test/env/ports.ts
+//   gives each worker its own range), so two files run side by side;
+// - `integration-serial`: the files that need the host to themselves, one at a time, after the
+//   rest: real nodes and pods (kubelets, containerd, iptables, the host-state baselines) and the
+//   embedded stack (its workload clusters' fixed loopback addresses, 127.0.0.2:8080 and up).
 import { defineConfig } from "vitest/config";
+
+const integrationFiles = [
+  "test/integration/**/*.test.ts",
+  "test/e2e/**/*.test.ts",
+  "test/pods/**/*.test.ts",
+  "test/fuzz/**/*.test.ts",
+  "**/*.integration.test.ts",
+];
+
+/** Files that need the host to themselves (see above). */
+const serialFiles = [
+  "test/integration/nodes/**/*.test.ts",
+  "test/pods/**/*.test.ts",
+  "test/integration/branching/pod-branches.test.ts",
+  "test/integration/branching/mysql-pod-branches.test.ts",
+  "test/e2e/**/*.test.ts",
+  "test/integration/checkers/live-metrics.test.ts",
+  "test/integration/env/stack-signals.test.ts",
+];
+
+// Real nodes and real pods (test/integration/nodes, test/pods and the pod branches) need root and
+// the Debian packages of test/env/nodes/install-host-packages.sh; they fail, never skip, without
+// them. SWITCHYARD_TEST_NODES=0 leaves them out on a machine that cannot run them (the summary
+// says so); CI never sets it.
+const withoutNodes =
+  process.env.SWITCHYARD_TEST_NODES === "0"
+    ? [
+        "test/integration/nodes/**",
+        "test/pods/**",
+        "test/integration/branching/pod-branches.test.ts",
+        "test/integration/branching/mysql-pod-branches.test.ts",
+      ]
+    : [];
+
+const integration = {
+  globalSetup: ["./test/global-setup.ts"],
+  testTimeout: 120_000,
+  hookTimeout: 240_000,
+};
 
 export default defineConfig({
   test: {
@@ -15,33 +59,27 @@ export default defineConfig({
           ],
           exclude: ["**/node_modules/**", "**/dist/**", "**/*.integration.test.ts"],
           testTimeout: 20_000,
+          sequence: { groupOrder: 0 },
         },
       },
       {
         test: {
           name: "integration",
-          include: [
-            "test/integration/**/*.test.ts",
-            "test/e2e/**/*.test.ts",
-            "test/pods/**/*.test.ts",
-            "test/fuzz/**/*.test.ts",
-            "**/*.integration.test.ts",
-          ],
-          // Real nodes and real pods (test/integration/nodes, test/pods) need root and the Debian
-          // packages of test/env/nodes/install-host-packages.sh; they fail, never skip, without
-          // them. SWITCHYARD_TEST_NODES=0 leaves them out on a machine that cannot run them (the
-          // summary says so); CI never sets it.
-          exclude: [
-            "**/node_modules/**",
-            "**/dist/**",
-            ...(process.env.SWITCHYARD_TEST_NODES === "0"
-              ? ["test/integration/nodes/**", "test/pods/**"]
-              : []),
-          ],
-          globalSetup: ["./test/global-setup.ts"],
+          include: integrationFiles,
+          exclude: ["**/node_modules/**", "**/dist/**", ...serialFiles, ...withoutNodes],
+          ...integration,
+          maxWorkers: 2,
+          sequence: { groupOrder: 1 },
+        },
+      },
+      {
+        test: {
+          name: "integration-serial",
+          include: serialFiles,
+          exclude: ["**/node_modules/**", "**/dist/**", ...withoutNodes],
+          ...integration,
           fileParallelism: false,
-          testTimeout: 120_000,
-          hookTimeout: 240_000,
+          sequence: { groupOrder: 2 },
         },
       },
     ],

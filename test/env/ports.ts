@@ -9,6 +9,10 @@ import { createServer, type Server } from "node:net";
 // NodePort range too (30000–32767), which the test nodes' kube-proxy answers on loopback.
 const LOWEST = 10_000;
 const NODE_PORTS_START = 30_000;
+// Test files run side by side in up to this many workers (vitest.config.ts); each worker takes
+// ports from its own slice of the range, so a port one file reserved and released is never
+// handed to another file before its process binds it.
+const SLICES = 4;
 
 function ephemeralRangeStart(): number {
   try {
@@ -21,14 +25,29 @@ function ephemeralRangeStart(): number {
   }
 }
 
+/**
+ * The part of the range this process takes ports from: its vitest worker's slice
+ * (`VITEST_POOL_ID`, inherited by every process a test starts), or the whole range outside vitest.
+ */
+export function portRange(
+  env: NodeJS.ProcessEnv = process.env,
+  below = Math.min(ephemeralRangeStart(), NODE_PORTS_START),
+): { from: number; to: number } {
+  const pool = Number(env.VITEST_POOL_ID);
+  if (!Number.isInteger(pool) || pool < 1) return { from: LOWEST, to: below };
+  const size = Math.floor((below - LOWEST) / SLICES);
+  const from = LOWEST + ((pool - 1) % SLICES) * size;
+  return { from, to: from + size };
+}
+
 /** Reserves `count` distinct free ports on 127.0.0.1 and releases them for the caller to bind. */
 export async function freePorts(count: number): Promise<number[]> {
   const servers: Server[] = [];
-  const below = Math.min(ephemeralRangeStart(), NODE_PORTS_START);
+  const { from, to } = portRange();
   try {
     while (servers.length < count) {
       const srv = createServer();
-      const port = LOWEST + randomInt(below - LOWEST);
+      const port = from + randomInt(to - from);
       const bound = await new Promise<boolean>((resolve) => {
         srv.once("error", () => resolve(false));
         srv.listen(port, "127.0.0.1", () => resolve(true));

@@ -115,19 +115,22 @@ export async function mintBoundToken(kc: KubeConfig, anchorSecret: string, secon
  * A ServiceAccount token valid for only `seconds`, signed with the cluster's own
  * ServiceAccount key (test/env writes it as sa.key in the cluster's directory), with the
  * claims TokenRequest would give it. The API server verifies it like any token it issued,
- * and it really expires — TokenRequest itself refuses lifetimes under 10 minutes.
+ * and it really expires — TokenRequest itself refuses lifetimes under 10 minutes. With `ageSeconds`
+ * it was issued that long ago: its `exp` may already have passed while the API server still takes
+ * it, for the minute of clock leeway it grants.
  */
 export async function forgeShortLivedToken(
   cluster: { dir: string; name: string; kubeConfig(): KubeConfig },
   seconds: number,
   serviceAccount = MEMBER_SA,
+  ageSeconds = 0,
 ): Promise<string> {
   const sa = await cluster
     .kubeConfig()
     .makeApiClient(CoreV1Api)
     .readNamespacedServiceAccount({ name: serviceAccount, namespace: NS });
   const issuer = `https://${cluster.name}.switchyard.test`;
-  const now = Math.floor(Date.now() / 1000);
+  const now = Math.floor(Date.now() / 1000) - ageSeconds;
   const part = (o: object) => Buffer.from(JSON.stringify(o)).toString("base64url");
   const unsigned = `${part({ alg: "ES256", typ: "JWT" })}.${part({
     iss: issuer,

@@ -1,10 +1,11 @@
 // A restart after the first bearer token expired, with real API servers, the real chart and
 // the control plane as a user runs it (control-plane/src/main.ts, primary mode) under the
 // chart's own ServiceAccount. The Secret's token is a real ServiceAccount token of east that
-// lives 30 s; the first control plane renews it through TokenRequest and saves the renewal in
-// the Secret (RBAC: the chart's patch on that Secret by name); once east refuses the first
-// token, a second control plane started from the same Secret still reaches east. No token
-// ever appears in a log or in the SwitchyardOperator.
+// lived 30 s and expired 15 s before the test starts: east still takes it for the rest of its
+// 60 s of clock leeway, so the wait for its refusal is 45 s, not 90. The first control plane
+// renews it through TokenRequest and saves the renewal in the Secret (RBAC: the chart's patch on
+// that Secret by name); once east refuses the first token, a second control plane started from
+// the same Secret still reaches east. No token ever appears in a log or in the SwitchyardOperator.
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -27,6 +28,8 @@ import { eventually } from "../../support/poll.js";
 import { b64, forgeShortLivedToken, installMemberRbac, NS, putCredentialSecret } from "./remote-fixtures.js";
 
 const LIFETIME_SECONDS = 30;
+/** Issued this long ago: past its exp, inside the API server's leeway for another 45 s. */
+const AGE_SECONDS = 45;
 const JWT = /eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\./;
 
 let set: ClusterSet;
@@ -120,7 +123,7 @@ afterAll(async () => {
 
 describe("renewed bearer tokens", () => {
   it("are saved in the cluster's Secret, so a control plane started after the first token expired reaches the cluster", async () => {
-    const original = await forgeShortLivedToken(east, LIFETIME_SECONDS);
+    const original = await forgeShortLivedToken(east, LIFETIME_SECONDS, undefined, AGE_SECONDS);
     const tokens = [original];
     const values = {
       multiCluster: {
