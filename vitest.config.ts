@@ -16,30 +16,28 @@ const integrationFiles = [
   "**/*.integration.test.ts",
 ];
 
-/** Files that need the host to themselves (see above). */
-const serialFiles = [
+/**
+ * Real nodes and real pods: they need root and the Debian packages of
+ * test/env/nodes/install-host-packages.sh, and fail, never skip, without them.
+ */
+const nodeFiles = [
   "test/integration/nodes/**/*.test.ts",
   "test/pods/**/*.test.ts",
   "test/integration/branching/pod-branches.test.ts",
   "test/integration/branching/mysql-pod-branches.test.ts",
+];
+
+/** Files that need the host to themselves (see above): the node files and the embedded stack's. */
+const serialFiles = [
+  ...nodeFiles,
   "test/e2e/**/*.test.ts",
   "test/integration/checkers/live-metrics.test.ts",
   "test/integration/env/stack-signals.test.ts",
 ];
 
-// Real nodes and real pods (test/integration/nodes, test/pods and the pod branches) need root and
-// the Debian packages of test/env/nodes/install-host-packages.sh; they fail, never skip, without
-// them. SWITCHYARD_TEST_NODES=0 leaves them out on a machine that cannot run them (the summary
-// says so); CI never sets it.
-const withoutNodes =
-  process.env.SWITCHYARD_TEST_NODES === "0"
-    ? [
-        "test/integration/nodes/**",
-        "test/pods/**",
-        "test/integration/branching/pod-branches.test.ts",
-        "test/integration/branching/mysql-pod-branches.test.ts",
-      ]
-    : [];
+// SWITCHYARD_TEST_NODES=0 leaves the node files out on a machine that cannot run them (the
+// summary says so); CI never sets it.
+const withoutNodes = process.env.SWITCHYARD_TEST_NODES === "0" ? nodeFiles : [];
 
 const integration = {
   globalSetup: ["./test/global-setup.ts"],

@@ -122,8 +122,7 @@ export async function mintBoundToken(kc: KubeConfig, anchorSecret: string, secon
 export async function forgeShortLivedToken(
   cluster: { dir: string; name: string; kubeConfig(): KubeConfig },
   seconds: number,
-  serviceAccount = MEMBER_SA,
-  ageSeconds = 0,
+  { serviceAccount = MEMBER_SA, ageSeconds = 0 }: { serviceAccount?: string; ageSeconds?: number } = {},
 ): Promise<string> {
   const sa = await cluster
     .kubeConfig()

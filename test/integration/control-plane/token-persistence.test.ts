@@ -123,7 +123,7 @@ afterAll(async () => {
 
 describe("renewed bearer tokens", () => {
   it("are saved in the cluster's Secret, so a control plane started after the first token expired reaches the cluster", async () => {
-    const original = await forgeShortLivedToken(east, LIFETIME_SECONDS, undefined, AGE_SECONDS);
+    const original = await forgeShortLivedToken(east, LIFETIME_SECONDS, { ageSeconds: AGE_SECONDS });
     const tokens = [original];
     const values = {
       multiCluster: {
