@@ -20,6 +20,19 @@ const fence = (files, ...groups) => [
   { files: files.map((f) => f.replace(/\*\.ts$/, "*.test.ts")), rules: noImport(...groups) },
 ];
 
+const controlPlane = [
+  {
+    from: ["**/data-plane/**"],
+    why: "the control plane never imports the data plane (it pushes tables over RouteDiscovery)",
+  },
+  { from: ["**/cli/**"], why: "the control plane never imports the CLI" },
+];
+
+const processLayer = {
+  from: ["**/control-plane-options.js", "**/control-plane.js", "**/main.js"],
+  why: "a control-plane feature never imports the process's options or wiring: it declares its flags and needs (runtime/feature.ts)",
+};
+
 export default tseslint.config(
   { ignores: ["node_modules/**", "dist/**", "coverage/**", "**/gen/**", "bench/results/**"] },
   js.configs.recommended,
@@ -54,14 +67,14 @@ export default tseslint.config(
     { from: ["**/router/src/**"], why: "router and agent never import each other (they share proto/)" },
     { from: ["**/cli/**"], why: "the data plane never imports the CLI" },
   ),
-  ...fence(
-    ["control-plane/**/*.ts"],
-    {
-      from: ["**/data-plane/**"],
-      why: "the control plane never imports the data plane (it pushes tables over RouteDiscovery)",
-    },
-    { from: ["**/cli/**"], why: "the control plane never imports the CLI" },
-  ),
+  ...fence(["control-plane/**/*.ts"], ...controlPlane),
+  // Inside the control plane: a feature (every folder of src/) never reads the process's
+  // options or wiring; it declares its flags and needs through runtime/feature.ts.
+  ...fence(["control-plane/src/*/**/*.ts"], ...controlPlane, processLayer),
+  ...fence(["control-plane/src/credentials/**/*.ts"], ...controlPlane, processLayer, {
+    from: ["**/config/**"],
+    why: "credentials/ never imports config/: the configuration uses credentials, not the other way round",
+  }),
   ...fence(
     ["cli/**/*.ts"],
     {

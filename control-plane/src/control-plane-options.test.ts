@@ -3,7 +3,7 @@ import { testScratchDir } from "../../test/support/scratch-dir.js";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { OptionError } from "../../lib/option-error.js";
-import { HelpRequested, parseControlPlaneArgs, parseListen } from "./control-plane-options.js";
+import { HelpRequested, parseControlPlaneArgs } from "./control-plane-options.js";
 
 const base = [
   "--namespace",
@@ -32,7 +32,7 @@ describe("parseControlPlaneArgs", () => {
     expect(o.metricsListen).toEqual({ host: "0.0.0.0", port: 9090 });
     expect(o.routerServiceAccounts).toEqual([{ namespace: "switchyard", name: "router" }]);
     expect(o.leaseDurationMs).toBe(15_000);
-    expect(o.configMap).toBe("switchyard-clusters");
+    expect(o.primary.configMap).toBe("switchyard-clusters");
     expect(o.maxConnectionAgeMs).toBe(30 * 60_000);
   });
 
@@ -66,7 +66,7 @@ describe("parseControlPlaneArgs", () => {
       parseControlPlaneArgs(
         ["--mode", "primary", ...base, ...(v === undefined ? [] : ["--agent-linger-seconds", v])],
         {},
-      ).agentLingerSeconds;
+      ).agents.lingerSeconds;
     expect(at()).toBe(900);
     expect(at("0")).toBe(0);
     expect(at("-1")).toBe(-1);
@@ -144,26 +144,22 @@ describe("parseControlPlaneArgs", () => {
       {},
     );
     expect(o).toMatchObject({
-      agentTlsSecret: "switchyard-agent-tls",
-      agentTlsServerName: "switchyard-agent",
-      agentCaPem: "CA",
-      gatewayCaPem: "CA",
+      agents: { tlsSecret: "switchyard-agent-tls", tlsServerName: "switchyard-agent", caPem: "CA" },
+      primary: { gatewayCaPem: "CA" },
     });
     // Plaintext stays the default (the embedded environment).
     const plain = parseControlPlaneArgs(["--mode", "both", ...base, "--router-endpoint", "ws://x:1"], {});
     expect(plain).toMatchObject({
-      agentTlsSecret: undefined,
-      agentTlsServerName: undefined,
-      agentCaPem: undefined,
-      gatewayCaPem: undefined,
+      agents: { tlsSecret: undefined, tlsServerName: undefined, caPem: undefined },
+      primary: { gatewayCaPem: undefined },
     });
   });
 
   it("takes the DNS name agent certificates carry (default switchyard-agent with --agent-tls-secret)", () => {
     const argv = ["--mode", "member", ...base, "--router-endpoint", "ws://x:1", "--agent-tls-secret", "t"];
-    expect(parseControlPlaneArgs(argv, {}).agentTlsServerName).toBe("switchyard-agent");
+    expect(parseControlPlaneArgs(argv, {}).agents.tlsServerName).toBe("switchyard-agent");
     const named = parseControlPlaneArgs([...argv, "--agent-tls-server-name", "agent.shop.svc"], {});
-    expect(named.agentTlsServerName).toBe("agent.shop.svc");
+    expect(named.agents.tlsServerName).toBe("agent.shop.svc");
   });
 
   const member = ["--mode", "member", ...base, "--router-endpoint", "ws://x:1"];
@@ -227,12 +223,4 @@ describe("parseControlPlaneArgs", () => {
       expect((err as OptionError).option).toBe(flag);
     }
   });
-});
-
-describe("parseListen", () => {
-  it.each([
-    [":9443", { host: "0.0.0.0", port: 9443 }],
-    ["127.0.0.1:0", { host: "127.0.0.1", port: 0 }],
-    ["[::1]:80", { host: "::1", port: 80 }],
-  ])("%s", (v, want) => expect(parseListen("--x", v)).toEqual(want));
 });

@@ -18,7 +18,7 @@ import {
   type KnownFeature,
   type SwitchyardOperatorStatus,
 } from "../../proto/api/v1alpha1/index.js";
-import type { ControlPlaneMode } from "./control-plane-options.js";
+import type { ControlPlaneMode } from "./runtime/index.js";
 import type { SessionCounts } from "./live-session-counts.js";
 
 /** Version of this control plane (kept in step with package.json by the release). */

@@ -31,6 +31,32 @@ const forbidden: Array<[string, string, RegExp]> = [
   ["control-plane/src/main.ts", "../../test/env/index.js", /never imports tests/],
   ["cli/src/sdk/index.ts", "../../../test/peers/index.js", /never imports tests/],
   ["data-plane/agent/src/main.ts", "../../../bench/run.js", /never imports tests/],
+  // A control-plane feature declares its flags and needs; it never reads the process's options.
+  [
+    "control-plane/src/queues/queue-split-feature.ts",
+    "../control-plane-options.js",
+    /feature never imports the process's options/,
+  ],
+  [
+    "control-plane/src/branching/pod/pod-provisioners.ts",
+    "../../control-plane.js",
+    /feature never imports the process's options/,
+  ],
+  [
+    "control-plane/src/member/member-feature.test.ts",
+    "../main.js",
+    /feature never imports the process's options/,
+  ],
+  [
+    "control-plane/src/member/member-feature.ts",
+    "../../../data-plane/agent/src/agent-server.js",
+    /control plane never imports the data plane/,
+  ],
+  [
+    "control-plane/src/credentials/eks-token.ts",
+    "../config/cluster-config.js",
+    /credentials\/ never imports config\//,
+  ],
 ];
 
 const allowed: Array<[string, string]> = [
@@ -38,6 +64,10 @@ const allowed: Array<[string, string]> = [
   ["data-plane/router/src/main.ts", "../../../proto/frame-codec.js"],
   ["control-plane/src/main.ts", "../../lib/backoff.js"],
   ["proto/session-auth.ts", "../lib/option-error.js"],
+  // The process layer composes the features; features share the runtime's seam.
+  ["control-plane/src/control-plane.ts", "./control-plane-options.js"],
+  ["control-plane/src/queues/queue-split-feature.ts", "../runtime/index.js"],
+  ["control-plane/src/config/cluster-config.ts", "../credentials/credential-source.js"],
   // Unit tests beside product code may use test support.
   ["control-plane/src/main.test.ts", "../../test/env/index.js"],
 ];

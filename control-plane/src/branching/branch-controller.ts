@@ -51,7 +51,6 @@ export class BranchController {
   readonly #branches: Record<BranchKind, ResourceInformer<BranchDatabase>>;
   readonly #sessions: ResourceInformer<ClusterSession>;
   readonly #reconcilers: Record<BranchKind, BranchReconciler>;
-  #lastTerm: Promise<void> = Promise.resolve();
 
   constructor(o: BranchControllerOptions) {
     this.#o = o;
@@ -98,26 +97,18 @@ export class BranchController {
     };
   }
 
-  /** Reconciles until `signal` aborts (one leadership term); a new term waits for the previous to drain. */
+  /** Reconciles until `signal` aborts: one leadership term (the runtime's LeadershipTerms never overlaps two). */
   async start(signal: AbortSignal): Promise<void> {
-    const previous = this.#lastTerm;
-    let ended!: () => void;
-    this.#lastTerm = new Promise((resolve) => (ended = resolve));
-    try {
-      await previous;
-      if (signal.aborted) return;
-      this.#o.logger.info(
-        {
-          provisioners: Object.fromEntries(
-            BRANCH_KINDS.map((k) => [k, this.#o.provisioners[k]?.describe() ?? "none"]),
-          ),
-        },
-        "branching controllers started",
-      );
-      await Promise.all(BRANCH_KINDS.map((kind) => this.#controller(kind).start(signal)));
-    } finally {
-      ended();
-    }
+    if (signal.aborted) return;
+    this.#o.logger.info(
+      {
+        provisioners: Object.fromEntries(
+          BRANCH_KINDS.map((k) => [k, this.#o.provisioners[k]?.describe() ?? "none"]),
+        ),
+      },
+      "branching controllers started",
+    );
+    await Promise.all(BRANCH_KINDS.map((kind) => this.#controller(kind).start(signal)));
   }
 
   #controller(kind: BranchKind): Controller {

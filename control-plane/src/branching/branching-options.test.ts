@@ -3,21 +3,18 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { OptionError } from "../../../lib/option-error.js";
 import { testScratchDir } from "../../../test/support/scratch-dir.js";
-import { parseControlPlaneArgs } from "../control-plane-options.js";
+import { parseFeatureFlags, type ControlPlaneMode } from "../runtime/index.js";
+import { branchingFlags } from "./branching-options.js";
 
-const base = [
-  "--namespace",
-  "switchyard",
-  "--grpc-plaintext",
-  "--router-service-account",
-  "switchyard/router",
-];
-const member = ["--mode", "member", "--router-endpoint", "ws://gw:8080", ...base];
+/** The branching flags alone, as the process parses them. */
+const parse = (argv: string[], mode: ControlPlaneMode = "member") =>
+  parseFeatureFlags(branchingFlags, argv, mode);
+const member: string[] = [];
 const PASSWORD = "Adm1nPa55w0rd";
 
-function optionError(argv: string[]): OptionError {
+function optionError(argv: string[], mode: ControlPlaneMode = "member"): OptionError {
   try {
-    parseControlPlaneArgs(argv, {});
+    parse(argv, mode);
   } catch (err) {
     expect(err).toBeInstanceOf(OptionError);
     return err as OptionError;
@@ -27,7 +24,7 @@ function optionError(argv: string[]): OptionError {
 
 describe("branching options", () => {
   it("defaults to no Default flag and no branch servers", () => {
-    expect(parseControlPlaneArgs(member, {}).branching).toEqual({
+    expect(parse(member)).toEqual({
       defaultCluster: false,
       postgres: undefined,
       mysql: undefined,
@@ -42,21 +39,18 @@ describe("branching options", () => {
     const my = join(dir, "my-url");
     writeFileSync(pg, `postgres://admin:${PASSWORD}@10.0.0.5:5432/postgres\n`);
     writeFileSync(my, `mysql://root:${PASSWORD}@10.0.0.6:3306/`);
-    const o = parseControlPlaneArgs(
-      [
-        ...member,
-        "--default-cluster",
-        "--branch-postgres-url-file",
-        pg,
-        "--branch-postgres-advertise",
-        "branches.data.svc:5432",
-        "--branch-mysql-url-file",
-        my,
-        "--branch-server-aliases",
-        "branches.data.svc, branches.data",
-      ],
-      {},
-    ).branching;
+    const o = parse([
+      ...member,
+      "--default-cluster",
+      "--branch-postgres-url-file",
+      pg,
+      "--branch-postgres-advertise",
+      "branches.data.svc:5432",
+      "--branch-mysql-url-file",
+      my,
+      "--branch-server-aliases",
+      "branches.data.svc, branches.data",
+    ]);
     expect(o.defaultCluster).toBe(true);
     expect(o.postgres).toEqual({
       adminUrl: `postgres://admin:${PASSWORD}@10.0.0.5:5432/postgres`,
@@ -89,35 +83,35 @@ describe("branching options", () => {
     expect(
       optionError([...member, "--branch-postgres-url-file", pg, "--branch-postgres-advertise", "db"]).message,
     ).toMatch(/is not host:port/);
-    expect(optionError(["--mode", "primary", ...base, "--default-cluster"]).option).toBe("--default-cluster");
+    expect(optionError(["--default-cluster"], "primary").option).toBe("--default-cluster");
   });
 
   it("chooses the pod provisioner per engine, with its image", () => {
     const dir = testScratchDir("branching-options");
     const my = join(dir, "my-url");
     writeFileSync(my, `mysql://root:${PASSWORD}@10.0.0.6:3306/`);
-    const o = parseControlPlaneArgs(
-      [
-        ...member,
-        "--branch-provisioner-postgres",
-        "pod",
-        "--branch-pod-image-postgres",
-        "postgres:17",
-        "--branch-provisioner-mysql",
-        "server",
-        "--branch-mysql-url-file",
-        my,
-      ],
-      {},
-    ).branching;
+    const o = parse([
+      ...member,
+      "--branch-provisioner-postgres",
+      "pod",
+      "--branch-pod-image-postgres",
+      "postgres:17",
+      "--branch-provisioner-mysql",
+      "server",
+      "--branch-mysql-url-file",
+      my,
+    ]);
     expect(o.postgresPod).toEqual({ image: "postgres:17" });
     expect(o.postgres).toBeUndefined();
     expect(o.mysql?.adminUrl).toContain("10.0.0.6");
     expect(o.mysqlPod).toBeUndefined();
-    const mysqlPod = parseControlPlaneArgs(
-      [...member, "--branch-provisioner-mysql", "pod", "--branch-pod-image-mysql", " mariadb:11 "],
-      {},
-    ).branching;
+    const mysqlPod = parse([
+      ...member,
+      "--branch-provisioner-mysql",
+      "pod",
+      "--branch-pod-image-mysql",
+      " mariadb:11 ",
+    ]);
     expect(mysqlPod.mysqlPod).toEqual({ image: "mariadb:11" });
     expect(mysqlPod.mysql).toBeUndefined();
     expect(optionError([...member, "--branch-provisioner-mysql", "pod"]).option).toBe(

@@ -1,5 +1,5 @@
 // The control plane's database-branching flags (DESIGN §7), added to its command line by
-// control-plane-options.ts and rendered by the chart (values `branching.*`):
+// the process and rendered by the chart (values `branching.*`):
 //   --default-cluster                 this member is its Primary's Default cluster (runs the branching controllers)
 //   --branch-postgres-url-file <f>    file holding the admin URL of the PostgreSQL server that holds branches
 //   --branch-mysql-url-file <f>       the same for MySQL/MariaDB
@@ -16,6 +16,7 @@
 import { readFileSync } from "node:fs";
 import type { Command } from "commander";
 import { OptionError } from "../../../lib/option-error.js";
+import type { ControlPlaneMode, FeatureFlags, FlagValues } from "../runtime/index.js";
 
 export interface BranchServerOptions {
   /** Admin URL (postgres:// or mysql://), with its password: never logged. */
@@ -43,7 +44,7 @@ export interface BranchingOptions {
   clientBinDir: string | undefined;
 }
 
-export function addBranchingOptions(cmd: Command): Command {
+function add(cmd: Command): Command {
   return cmd
     .option(
       "--default-cluster",
@@ -169,10 +170,7 @@ function hostPort(flag: string, v: string): { host: string; port: number } {
   return { host: m[1]!.replace(/^\[|\]$/g, ""), port };
 }
 
-export function parseBranchingOptions(
-  o: Record<string, string | boolean | string[] | undefined>,
-  mode: "primary" | "member" | "both",
-): BranchingOptions {
+function parse(o: FlagValues, mode: ControlPlaneMode): BranchingOptions {
   const defaultCluster = o.defaultCluster === true;
   const postgres = server(
     "postgres",
@@ -220,3 +218,5 @@ export function parseBranchingOptions(
     clientBinDir: o.branchClientBinDir as string | undefined,
   };
 }
+
+export const branchingFlags: FeatureFlags<BranchingOptions> = { add, parse };

@@ -6,7 +6,7 @@
 // controllers, and sync runs only where branching does not.
 import { OptionError } from "../../../lib/option-error.js";
 import type { MultiClusterConfig } from "../config/cluster-config.js";
-import type { ControlPlaneMode } from "../control-plane-options.js";
+import type { ControlPlaneMode } from "../runtime/index.js";
 
 /** The flag a member is told it is the Default cluster with (a member has no clusters config). */
 export const DEFAULT_CLUSTER_FLAG = "--default-cluster";

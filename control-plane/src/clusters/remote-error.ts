@@ -5,7 +5,7 @@
 // own API server use lib/api-error.ts (`describeApiError`) directly; this adds the hints
 // that only make sense for a remote cluster (auth type, TLS trust, reachability).
 import { apiStatus, apiStatusMessage, firstLine } from "../../../lib/api-error.js";
-import type { AuthType } from "../config/cluster-config.js";
+import type { AuthType } from "../credentials/credential-source.js";
 import { RemoteRequestTimeoutError } from "./request-timeout.js";
 
 const TLS_TRUST_CODES = new Set([

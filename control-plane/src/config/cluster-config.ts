@@ -7,13 +7,12 @@
 import { X509Certificate } from "node:crypto";
 import { parse as parseYaml } from "yaml";
 import { z } from "zod";
+import { AUTH_TYPES, type AuthType } from "../credentials/credential-source.js";
 import { ClusterConfigError, ClusterConfigErrors, keyInPath, quoted } from "./cluster-config-error.js";
 import { clusterLabelOf, DNS_LABEL, EKS_CLUSTER_NAME } from "./cluster-name.js";
 
 export { DNS_LABEL } from "./cluster-name.js";
 
-export const AUTH_TYPES = ["bearerToken", "eks", "mtls"] as const;
-export type AuthType = (typeof AUTH_TYPES)[number];
 
 /** The ConfigMap key holding the YAML document. */
 export const CLUSTERS_CONFIG_KEY = "clusters-config.yaml";

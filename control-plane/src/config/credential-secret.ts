@@ -14,7 +14,7 @@ import {
   readServiceAccountClaims,
   type ServiceAccountTokenClaims,
 } from "../credentials/jwt-claims.js";
-import type { AuthType } from "./cluster-config.js";
+import type { AuthType } from "../credentials/credential-source.js";
 import { ClusterConfigError } from "./cluster-config-error.js";
 
 export const CREDENTIALS_LABEL = "switchyard.dev/remote-cluster-credentials";

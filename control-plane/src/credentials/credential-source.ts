@@ -2,7 +2,10 @@
 // token, client certificate) and the Kubernetes client that uses it. A source is asked
 // for credentials on every request, so a renewal is picked up by the next request
 // without rebuilding any client.
-import type { AuthType } from "../config/cluster-config.js";
+
+/** How the control plane proves who it is to a remote cluster (a cluster's `authType`). */
+export const AUTH_TYPES = ["bearerToken", "eks", "mtls"] as const;
+export type AuthType = (typeof AUTH_TYPES)[number];
 
 /** Request options a source may set (a subset of https.RequestOptions). */
 export interface RequestCredentials {

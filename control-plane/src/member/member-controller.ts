@@ -91,8 +91,6 @@ export class MemberController {
   /** The running term's controller; undefined between terms. */
   #controller: Controller | undefined;
   readonly #linger: LingerReconciler;
-  /** Settles once the latest term has drained: its reconciles awaited, its informers stopped. */
-  #lastTerm: Promise<void> = Promise.resolve();
 
   constructor(options: MemberControllerOptions) {
     const timeout = positive("initialSyncTimeoutMs", options.initialSyncTimeoutMs, 30_000);
@@ -177,21 +175,12 @@ export class MemberController {
   }
 
   /**
-   * Reconciles until `signal` aborts: one leadership term (e.g. the signal of a LeaseElector's
-   * onStartedLeading). Call it again with the next term's signal: the new term waits for the
-   * previous one to drain, so two terms never reconcile at once and the informers they share
-   * are stopped before the new term starts them again.
+   * Reconciles until `signal` aborts: one leadership term, run by the runtime's
+   * LeadershipTerms, which calls the next term only after this one drained — two terms never
+   * reconcile at once, and the informers they share are stopped before the next starts them.
    */
   async start(signal: AbortSignal): Promise<void> {
-    const previous = this.#lastTerm;
-    let ended!: () => void;
-    this.#lastTerm = new Promise((resolve) => (ended = resolve));
-    try {
-      await previous;
-      if (!signal.aborted) await this.#runTerm(signal);
-    } finally {
-      ended();
-    }
+    if (!signal.aborted) await this.#runTerm(signal);
   }
 
   /** Queues a session for reconcile in the running term; none between terms (the next reconciles all). */

@@ -5,7 +5,7 @@
 // scrape. Labels are bounded: the configured cluster names, the three auth types, two
 // outcomes, two configuration sources.
 import { Counter, Gauge, Histogram, Registry } from "prom-client";
-import type { AuthType } from "../config/cluster-config.js";
+import type { AuthType } from "../credentials/credential-source.js";
 
 /** Where a rejected configuration came from: the clusters ConfigMap, or a credential Secret. */
 export type ConfigRejectionSource = "configmap" | "secret";

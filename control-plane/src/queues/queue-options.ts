@@ -3,6 +3,7 @@
 // Pod Identity, the instance profile, or the environment).
 import type { Command } from "commander";
 import { OptionError } from "../../../lib/option-error.js";
+import type { ControlPlaneMode, FeatureFlags, FlagValues } from "../runtime/index.js";
 
 export interface QueueOptions {
   /** `--sqs-splitting`: run the queue split controller (member mode). */
@@ -15,7 +16,7 @@ export interface QueueOptions {
 
 const REGION = /^[a-z]{2}(-[a-z]+)+-[0-9]+$/;
 
-export function addQueueOptions(cmd: Command): Command {
+function add(cmd: Command): Command {
   return cmd
     .option(
       "--sqs-splitting",
@@ -29,10 +30,7 @@ export function addQueueOptions(cmd: Command): Command {
     .option("--sqs-endpoint <url>", "SQS-compatible endpoint, e.g. http://elasticmq:9324 (default: AWS's)");
 }
 
-export function parseQueueOptions(
-  o: Record<string, string | boolean | string[] | undefined>,
-  mode: "primary" | "member" | "both",
-): QueueOptions {
+function parse(o: FlagValues, mode: ControlPlaneMode): QueueOptions {
   const splitting = o.sqsSplitting === true;
   const region = o.sqsRegion as string | undefined;
   const endpoint = o.sqsEndpoint as string | undefined;
@@ -60,3 +58,5 @@ export function parseQueueOptions(
     );
   return { splitting, region, endpoint };
 }
+
+export const queueFlags: FeatureFlags<QueueOptions> = { add, parse };

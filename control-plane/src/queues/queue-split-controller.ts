@@ -49,7 +49,6 @@ export class QueueSplitController {
   readonly #reconciler: QueueSplitReconciler;
   readonly #consumerEnv: ConsumerEnv;
   readonly #sessionClient;
-  #lastTerm: Promise<void> = Promise.resolve();
 
   constructor(o: QueueSplitControllerOptions) {
     this.#o = o;
@@ -83,18 +82,12 @@ export class QueueSplitController {
     });
   }
 
-  /** Resolves once no term runs: every splitter stopped, its in-flight messages forwarded. */
-  idle(): Promise<void> {
-    return this.#lastTerm;
-  }
-
-  /** Reconciles until `signal` aborts (one leadership term). */
+  /**
+   * Reconciles until `signal` aborts: one leadership term (the runtime's LeadershipTerms never
+   * overlaps two). Resolves once every splitter stopped, its in-flight messages forwarded.
+   */
   async start(signal: AbortSignal): Promise<void> {
-    const previous = this.#lastTerm;
-    let ended!: () => void;
-    this.#lastTerm = new Promise((resolve) => (ended = resolve));
     try {
-      await previous;
       if (signal.aborted) return;
       const c = new Controller({
         name: "queue-split",
@@ -108,7 +101,6 @@ export class QueueSplitController {
       await Promise.all([c.start(signal), this.#sweep(c, signal)]);
     } finally {
       await this.#splitters.stopAll();
-      ended();
     }
   }
 

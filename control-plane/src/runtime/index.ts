@@ -1,5 +1,6 @@
 // The controller runtime every reconciler uses: informers, the work queue, the
-// Controller, error kinds and metrics, and installCrds. See README.md for the contract.
+// Controller, error kinds and metrics, installCrds, and the seam features plug into: their
+// flags, the roles they run in, leadership terms. See README.md for the contract.
 export { Controller, ControllerStartedError } from "./controller.js";
 export type {
   ControllerOptions,
@@ -43,3 +44,18 @@ export type {
 } from "./resource-informer.js";
 export { WorkQueue } from "./work-queue.js";
 export type { BackoffOptions } from "./work-queue.js";
+export { featureRuns, runFeatures } from "./feature.js";
+export type { Feature, FeatureRuntime, RunningFeature } from "./feature.js";
+export {
+  DNS_LABEL,
+  DNS_SUBDOMAIN,
+  parseFeatureFlags,
+  parseListen,
+  readFlagFile,
+  secondsFlag,
+} from "./feature-flags.js";
+export type { FeatureFlags, FlagValues, ListenAddress } from "./feature-flags.js";
+export { LeadershipTerms } from "./leadership-terms.js";
+export type { TermWork } from "./leadership-terms.js";
+export { playsRole } from "./process-mode.js";
+export type { ControlPlaneMode, ProcessRole } from "./process-mode.js";

@@ -667,9 +667,9 @@ describe("workloads", () => {
         .map((a) => a.replace(/^--tls-(cert|key)=.*\/(tls\.(crt|key))$/, `--tls-$1=${dir}/$2`));
       const parsed = parseControlPlaneArgs(args, {});
       expect(parsed.mode).toBe(mode);
-      if (mode !== "primary") expect(parsed.agentImage).toMatch(/switchyard/);
+      if (mode !== "primary") expect(parsed.agents.image).toMatch(/switchyard/);
       // Whoever injects sidecars gets the redirect image; a Primary injects none.
-      expect(parsed.redirectImage).toBe(
+      expect(parsed.agents.redirectImage).toBe(
         mode === "primary" ? undefined : `ghcr.io/switchyard-dev/switchyard-redirect:${appVersion}`,
       );
       expect(parsed.routerEndpoint).toMatch(/^wss:\/\//);
@@ -737,10 +737,8 @@ describe("workloads", () => {
       ]),
     );
     expect(parseControlPlaneArgs(both.slice(1).map(local), {})).toMatchObject({
-      agentTlsSecret: "agent-tls",
-      agentTlsServerName: "switchyard-agent",
-      agentCaPem: "ca.crt",
-      gatewayCaPem: "ca.crt",
+      agents: { tlsSecret: "agent-tls", tlsServerName: "switchyard-agent", caPem: "ca.crt" },
+      primary: { gatewayCaPem: "ca.crt" },
     });
     // The name agent certificates carry is the operator's to choose.
     const named = containerArgs(
@@ -748,7 +746,7 @@ describe("workloads", () => {
       "switchyard-control-plane",
     );
     expect(named).toContain("--agent-tls-server-name=agent.shop.svc");
-    expect(parseControlPlaneArgs(named.slice(1).map(local), {}).agentTlsServerName).toBe("agent.shop.svc");
+    expect(parseControlPlaneArgs(named.slice(1).map(local), {}).agents.tlsServerName).toBe("agent.shop.svc");
     // Without an agent Secret agents serve ws://: no server name (the control plane would refuse one).
     const plain = containerArgs(
       await helm.template({ tls: { agentServerName: "agent.shop.svc" } }),
@@ -767,7 +765,7 @@ describe("workloads", () => {
     expect(
       member.filter((a) => /^--(agent-tls-secret|agent-tls-server-name|agent-ca|gateway-ca)=/.test(a)),
     ).toEqual([]);
-    expect(parseControlPlaneArgs(member.slice(1).map(local), {}).agentCaPem).toBeUndefined();
+    expect(parseControlPlaneArgs(member.slice(1).map(local), {}).agents.caPem).toBeUndefined();
   });
 
   it("give the redirect init container's image as the main image is given: tag, digest, appVersion", async () => {

@@ -12,6 +12,7 @@ import {
   V1MicroTime,
   type KubeConfig,
 } from "@kubernetes/client-node";
+import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { sleep } from "../../../lib/abortable-sleep.js";
 import { clusterSessionClient, type ClusterSession } from "../../../proto/api/v1alpha1/index.js";
@@ -29,7 +30,7 @@ import {
   RouteSnapshotCache,
   stopServingRoutesWhenLeadershipEnds,
 } from "../../../control-plane/src/route-discovery/index.js";
-import { installCrds } from "../../../control-plane/src/runtime/index.js";
+import { installCrds, LeadershipTerms } from "../../../control-plane/src/runtime/index.js";
 import { markPodRunning, runPods, startClusterSet, type ClusterSet } from "../../env/index.js";
 import { eventually } from "../../support/poll.js";
 import { ROUTER_ENDPOINT } from "./member-harness.js";
@@ -152,12 +153,13 @@ describe("member mode across leadership terms", () => {
       routes,
       waitingRecheckMs: 500,
     });
-    // As in control-plane.ts: each leadership term starts the member with that term's signal,
-    // and the routers' streams end with the term.
+    // As in control-plane.ts: the runtime's LeadershipTerms starts the member with each term's
+    // signal (never two terms at once), and the routers' streams end with the term.
     const closed: string[] = [];
     const streams = { closeAll: (reason: string) => void closed.push(reason) };
-    const terms: Promise<void>[] = [];
     const failures: unknown[] = [];
+    const terms = new LeadershipTerms(pino({ level: "silent" }));
+    terms.add("member", (leading) => member.start(leading).catch((err: unknown) => void failures.push(err)));
     const elector = new LeaseElector({
       kubeConfig: kc,
       namespace: NS,
@@ -168,14 +170,14 @@ describe("member mode across leadership terms", () => {
       retryPeriodMs: 200,
       onStartedLeading: (leading) => {
         stopServingRoutesWhenLeadershipEnds(leading, routes, streams);
-        terms.push(member.start(leading).catch((err: unknown) => void failures.push(err)));
+        terms.startTerm(leading);
       },
     });
     const stopElector = new AbortController();
     const electing = elector.start(stopElector.signal);
     try {
       // Term 1 reconciles: a session on a missing target fails with its reason and, deleted, goes.
-      await eventually("replica-a leads", () => elector.isLeader() && terms.length === 1);
+      await eventually("replica-a leads", () => elector.isLeader() && terms.terms === 1);
       await sessions().create({
         metadata: { name: "first", namespace: NS },
         spec: { clientKeyHash: HASH, target: "deployment/absent" },
@@ -198,7 +200,7 @@ describe("member mode across leadership terms", () => {
           },
           { timeoutMs: 20_000 },
         );
-        await terms[0];
+        await terms.ended("member");
         // It serves no routes now: its table would go stale while the other replica leads.
         expect(routes.ready()).toBe(false);
         expect(closed).toEqual(["this control-plane replica stopped leading; reconnect to reach the leader"]);
@@ -216,7 +218,7 @@ describe("member mode across leadership terms", () => {
       }
 
       // The Lease comes back: a second term with a fresh controller picks the session up.
-      await eventually("replica-a leads again", () => elector.isLeader() && terms.length === 2, {
+      await eventually("replica-a leads again", () => elector.isLeader() && terms.terms === 2, {
         timeoutMs: 20_000,
       });
       const patched = await eventually("the sidecar in the template", async () => {
@@ -253,7 +255,7 @@ describe("member mode across leadership terms", () => {
     } finally {
       stopElector.abort();
       await electing;
-      await Promise.all(terms);
+      await terms.ended("member");
     }
     // Every term ended when its leadership did, and none refused to start.
     expect(failures).toEqual([]);
