@@ -41,6 +41,7 @@ const withoutNodes = process.env.SWITCHYARD_TEST_NODES === "0" ? nodeFiles : [];
 
 const integration = {
   globalSetup: ["./test/global-setup.ts"],
+  setupFiles: ["./test/file-leaks.ts"],
   testTimeout: 120_000,
   hookTimeout: 240_000,
 };

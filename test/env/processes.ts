@@ -40,6 +40,8 @@ interface Recorded {
 }
 
 interface OwnerFile {
+  /** The test file that created it (`SWITCHYARD_TEST_FILE`, set by test/file-leaks.ts), if any. */
+  testFile?: string;
   ownerPid: number;
   ownerStart: string;
   /** The owner's parent (a test runner's main process when the owner is one of its workers). */
@@ -70,13 +72,14 @@ export function isSameProcessAlive(pid: number, start: string): boolean {
   }
 }
 
-const live = new Set<ChildProcess>();
+/** Children this process started and that have not exited yet, by name. */
+const live = new Map<ChildProcess, string>();
 let exitHooksInstalled = false;
 let signalsOwned = false;
 
 /** Sends `signal` (default SIGKILL) to every child this process spawned that still runs. */
 export function killChildren(signal: NodeJS.Signals = "SIGKILL"): void {
-  for (const child of live) {
+  for (const child of live.keys()) {
     try {
       child.kill(signal);
     } catch {
@@ -148,7 +151,9 @@ export class ProcessGroupDir {
   ) {
     mkdirSync(dir, { recursive: true });
     this.ownerFile = join(dir, "owner.json");
+    const testFile = process.env.SWITCHYARD_TEST_FILE;
     const owner: OwnerFile = {
+      ...(testFile ? { testFile } : {}),
       ownerPid: process.pid,
       ownerStart: processStartTime(process.pid) ?? "",
       parentPid: process.ppid,
@@ -180,7 +185,7 @@ export class ProcessGroupDir {
     });
     if (child.pid === undefined) throw new Error(`could not start ${name} (${command})`);
     const pid = child.pid;
-    live.add(child);
+    live.set(child, name);
     const start = processStartTime(pid) ?? "";
     this.record((o) => o.processes.push({ pid, start, name }));
     child.stdout!.pipe(log, { end: false });
@@ -328,12 +333,61 @@ export async function killRecorded(dir: string): Promise<number> {
   return killed;
 }
 
+/** What this process started and has not stopped: children still running, owned directories still there. */
+export interface LeftBehind {
+  processes: string[];
+  directories: string[];
+}
+
+/**
+ * What this process left behind: its children still running (by name and pid) and the
+ * owned directories it created that still exist (cluster sets, stacks; not its launch group,
+ * which lives as long as the process). Waits up to `graceMs` for children that are
+ * already exiting, so a stop that was asked for but not awaited is not counted.
+ */
+export async function leftBehind(graceMs = 5_000): Promise<LeftBehind> {
+  const deadline = Date.now() + graceMs;
+  while (live.size > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+  const me = { pid: process.pid, start: processStartTime(process.pid) ?? "" };
+  const root = envRoot();
+  const directories = existsSync(root)
+    ? readdirSync(root)
+        // A launch group lives as long as its process (test/support/launch.ts removes it at exit).
+        .filter((entry) => isOwnedName(entry) && !entry.startsWith("launch-"))
+        .filter((entry) => {
+          try {
+            const o = JSON.parse(readFileSync(join(root, entry, "owner.json"), "utf8")) as OwnerFile;
+            return o.ownerPid === me.pid && o.ownerStart === me.start;
+          } catch {
+            return false;
+          }
+        })
+        .map((entry) => join(root, entry))
+    : [];
+  return { processes: [...live].map(([child, name]) => `${name} (pid ${child.pid})`), directories };
+}
+
+/** Kills and removes what `leftBehind` found. */
+export async function cleanUpLeftBehind(left: LeftBehind): Promise<void> {
+  killChildren();
+  for (const dir of left.directories) await killRecorded(dir);
+}
+
+/** What a sweep killed in one owned directory, and the test file that created it. */
+export interface SweptDirectory {
+  dir: string;
+  testFile: string | undefined;
+  killed: number;
+}
+
 /**
  * Cleans up cluster sets whose owner process is gone; with `mine`, also every set owned
  * by this process or by one of its direct children (a test runner's workers, alive or
  * not). Returns the number of processes killed.
  */
-export async function sweepOrphans(opts: { mine?: boolean } = {}): Promise<number> {
+export async function sweepOrphans(
+  opts: { mine?: boolean; onSwept?: (swept: SweptDirectory) => void } = {},
+): Promise<number> {
   const me = { pid: process.pid, start: processStartTime(process.pid) ?? "" };
   const root = envRoot();
   if (!existsSync(root)) return 0;
@@ -359,7 +413,11 @@ export async function sweepOrphans(opts: { mine?: boolean } = {}): Promise<numbe
       owner !== undefined &&
       ((owner.ownerPid === me.pid && owner.ownerStart === me.start) ||
         (owner.parentPid === me.pid && owner.parentStart === me.start));
-    if (ownerGone || mine) killed += await killRecorded(dir);
+    if (ownerGone || mine) {
+      const n = await killRecorded(dir);
+      killed += n;
+      opts.onSwept?.({ dir, testFile: owner?.testFile, killed: n });
+    }
   }
   killed += await killReferencingRemovedSets(root);
   return killed;
