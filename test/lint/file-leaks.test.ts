@@ -1,14 +1,13 @@
 // The integration projects' leak checks: a file that leaves a process or an owned directory
 // behind fails, named (test/file-leaks.ts), and what it left is killed; a file that stops what
 // it started passes. The teardown's report names the file each leftover was created by.
-import { execFile } from "node:child_process";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { leakReport } from "../global-setup.js";
+import { runVitestFixture, type FixtureRun } from "../support/vitest-fixture.js";
 
-const root = new URL("../..", import.meta.url).pathname;
 let envDir: string | undefined;
 
 afterEach(() => {
@@ -16,28 +15,12 @@ afterEach(() => {
   envDir = undefined;
 });
 
-function runFixture(name: string): Promise<{ exitCode: number; output: string; envRoot: string }> {
+async function runFixture(name: string): Promise<FixtureRun & { envRoot: string }> {
   envDir = mkdtempSync(join(tmpdir(), "file-leaks-"));
   const env: NodeJS.ProcessEnv = { ...process.env, SWITCHYARD_FIXTURE: name, SWITCHYARD_ENV_TMPDIR: envDir };
   delete env.SWITCHYARD_TEST_FILE;
-  return new Promise((resolve) => {
-    execFile(
-      process.execPath,
-      [
-        join(root, "node_modules/vitest/vitest.mjs"),
-        "run",
-        "--config",
-        "test/lint/fixtures/file-leaks/vitest.config.ts",
-      ],
-      { cwd: root, env, timeout: 60_000 },
-      (err, stdout, stderr) =>
-        resolve({
-          exitCode: err ? (typeof err.code === "number" ? err.code : -1) : 0,
-          output: `${stdout}${stderr}`,
-          envRoot: join(envDir!, "switchyard-env"),
-        }),
-    );
-  });
+  const run = await runVitestFixture("test/lint/fixtures/file-leaks/vitest.config.ts", env);
+  return { ...run, envRoot: join(envDir, "switchyard-env") };
 }
 
 /** Live `sleep 300` processes whose environment names this run's env directory. */

@@ -2,11 +2,8 @@
 // test/summary-reporter.ts) must not let a file that never ran pass for a deliberate skip.
 // Each case runs one fixture file in its own vitest process with the reporter and reads
 // the line it printed.
-import { execFile } from "node:child_process";
-import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-
-const root = new URL("../..", import.meta.url).pathname;
+import { runVitestFixture } from "../support/vitest-fixture.js";
 
 interface Run {
   exitCode: number;
@@ -14,28 +11,13 @@ interface Run {
   summary: string | undefined;
 }
 
-function runFixture(name: string): Promise<Run> {
-  return new Promise((resolve) => {
-    execFile(
-      process.execPath,
-      [
-        join(root, "node_modules/vitest/vitest.mjs"),
-        "run",
-        "--config",
-        "test/lint/fixtures/summary-reporter/vitest.config.ts",
-      ],
-      { cwd: root, env: { ...process.env, SWITCHYARD_FIXTURE: name }, timeout: 60_000 },
-      (err, stdout, stderr) => {
-        const output = `${stdout}${stderr}`;
-        const lines = stdout.split("\n").filter((l) => l.startsWith("tests: "));
-        resolve({
-          exitCode: err ? (typeof err.code === "number" ? err.code : -1) : 0,
-          output,
-          summary: lines.at(-1),
-        });
-      },
-    );
+async function runFixture(name: string): Promise<Run> {
+  const run = await runVitestFixture("test/lint/fixtures/summary-reporter/vitest.config.ts", {
+    ...process.env,
+    SWITCHYARD_FIXTURE: name,
   });
+  const lines = run.stdout.split("\n").filter((l) => l.startsWith("tests: "));
+  return { exitCode: run.exitCode, output: run.output, summary: lines.at(-1) };
 }
 
 describe("the test summary line", () => {
