@@ -5,12 +5,8 @@ export type { RouteSnapshot, RouteChanges, RouteSnapshotCacheOptions } from "./s
 export { validateSessionRoute } from "./route-validation.js";
 export { RouteDiscoveryStreamServer } from "./stream-server.js";
 export { stopServingRoutesWhenLeadershipEnds, type RouterStreams } from "./leading-routes.js";
-export type {
-  ConnectedRouter,
-  LiveSessionsReport,
-  RouteDiscoveryCall,
-  RouteDiscoveryStreamServerOptions,
-} from "./stream-server.js";
+export type { RouteDiscoveryCall, RouteDiscoveryStreamServerOptions } from "./stream-server.js";
+export type { ConnectedRouter, LiveSessionsReport } from "./discovery-stream.js";
 export { RouteDiscoveryServer, MAX_CONNECTION_AGE_LIMIT_MS } from "./route-discovery-server.js";
 export type { RouteDiscoveryServerOptions } from "./route-discovery-server.js";
 export { RouterAuthenticator } from "./router-authenticator.js";

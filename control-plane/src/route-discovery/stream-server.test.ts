@@ -20,7 +20,8 @@ import { RawDiscoveryStream } from "../../../test/integration/route-discovery/ra
 import { RouteDiscoveryServer } from "./route-discovery-server.js";
 import { RouterAuthenticator } from "./router-authenticator.js";
 import { RouteSnapshotCache } from "./snapshot-cache.js";
-import { RouteDiscoveryStreamServer, type LiveSessionsReport } from "./stream-server.js";
+import type { LiveSessionsReport } from "./discovery-stream.js";
+import { RouteDiscoveryStreamServer } from "./stream-server.js";
 
 function route(id: string, cluster = "east"): SessionRoute {
   return create(SessionRouteSchema, {

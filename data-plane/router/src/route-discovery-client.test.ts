@@ -20,12 +20,8 @@ import {
 } from "../../../test/env/pki.js";
 import { Backoff } from "../../../lib/backoff.js";
 import { INVALID_OPTION } from "../../../lib/option-error.js";
-import {
-  RECONNECT_BACKOFF,
-  RouteDiscoveryClient,
-  type RouteDelta,
-  type RouteDiscoveryClientOptions,
-} from "./route-discovery-client.js";
+import { RouteDiscoveryClient, type RouteDelta } from "./route-discovery-client.js";
+import { RECONNECT_BACKOFF, type RouteDiscoveryClientOptions } from "./route-discovery-options.js";
 
 interface ScriptedStream {
   authorization: string | undefined;

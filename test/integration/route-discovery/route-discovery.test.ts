@@ -20,10 +20,10 @@ import {
 import {
   RouteDiscoveryClient,
   type RouteDelta,
-  type RouteDiscoveryClientCredentials,
   type RouteSink,
   type SessionRoute,
 } from "../../../data-plane/router/src/route-discovery-client.js";
+import type { RouteDiscoveryClientCredentials } from "../../../data-plane/router/src/route-discovery-options.js";
 import { SessionRouteSchema, SessionState } from "../../../proto/gen/route_discovery_pb.js";
 import {
   createCertificateAuthority,

@@ -4,14 +4,14 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { WebSocket, WebSocketServer } from "ws";
 import { eventually, type PollOptions } from "../../../../test/support/poll.js";
 import { PortSubscriptions } from "./port-subscriptions.js";
-import {
-  PortProxy,
-  type ConnectionControl,
-  type ConnectionSink,
-  type IncomingConnectionInfo,
-  type StolenHttpRequest,
-  type TrafficSession,
-} from "./port-proxy.js";
+import { PortProxy } from "./port-proxy.js";
+import type {
+  ConnectionControl,
+  ConnectionSink,
+  IncomingConnectionInfo,
+  StolenHttpRequest,
+  TrafficSession,
+} from "./session-handoff.js";
 import type { StolenCaller } from "./stolen-caller.js";
 
 const POLL: PollOptions = { timeoutMs: 3000, intervalMs: 10 };

@@ -24,7 +24,7 @@ import type {
   IncomingConnectionInfo,
   StolenHttpRequest,
   TrafficSession,
-} from "./port-proxy.js";
+} from "./session-handoff.js";
 import type { SessionFlow } from "../session-flow.js";
 import { decodeStreamData, encodeStreamData } from "../../../../proto/stream-data-frame.js";
 import type { StolenCaller } from "./stolen-caller.js";
