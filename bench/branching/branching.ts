@@ -27,6 +27,7 @@ import { startPostgres, type PostgresServer } from "../../test/env/databases/pos
 import { startClusterSet } from "../../test/env/index.js";
 import { cpus, totalmem } from "node:os";
 import { podBranchTimes, type PodBranchTimes } from "./branching-pods.js";
+import { printGoals } from "../support/goal.js";
 import { pct, writeResult } from "../support/stats-support.js";
 
 export interface BranchingBenchOptions {
@@ -349,9 +350,7 @@ function report(
     row("switchyard: pod, all → Ready", pods.all);
   } else console.log("pod provisioner: not measured (--no-pods)");
   const goal = (name: string, value: number, unit: string, target: number, digits = 0) =>
-    console.log(
-      `GOAL ${name} ${value.toFixed(digits)}${unit} <=${target}${unit} ${value <= target ? "met" : "missed"}`,
-    );
+    printGoals([{ name, value, unit, op: "<=", target, digits }]);
   goal("branch-same-server-clone-p50", p50(ours.sameAll!), "ms", 250);
   goal("branch-schema-p50", Math.max(p50(ours.sameSchema!), p50(ours.streamSchema!)), "ms", 1000);
   goal("branch-stream-all-vs-pg-dump", p50(ours.streamAll!) / p50(plain.dumpAll!), "x", 1.2, 2);

@@ -25,6 +25,7 @@ import {
 import { sessionsThroughLeaderKill, type LeaderKillResult } from "./chaos-sessions.js";
 import { componentLogs, waitQuiet } from "./chaos-stack.js";
 import { breakdownLine } from "./chaos-traffic.js";
+import { decideGoal, type Goal } from "../support/goal.js";
 import { onPodStack, requireWholeNumbers } from "../support/pod-stack-run.js";
 import { writeResult } from "../support/stats-support.js";
 
@@ -251,12 +252,12 @@ export async function runChaosBench(o: ChaosBenchOptions = defaultChaosBench): P
     console.log(
       `reported failures of requests in flight at or during a disruption: ${t.inFlightAtDisruption} (not lost)`,
     );
-    const met = (ok: boolean) => (ok ? "met" : "missed");
+    const zero = (name: string, value: number): Goal => ({ name, value, op: "==", target: 0, digits: 0 });
     return [
       `lost=${t.lost} leaked=${t.leaked} orphans=${t.orphans}`,
-      `GOAL chaos-lost ${t.lost} ==0 ${met(t.lost === 0)}`,
-      `GOAL chaos-leaked ${t.leaked} ==0 ${met(t.leaked === 0)}`,
-      `GOAL chaos-orphans ${t.orphans} ==0 ${met(t.orphans === 0)}`,
+      ...[zero("chaos-lost", t.lost), zero("chaos-leaked", t.leaked), zero("chaos-orphans", t.orphans)].map(
+        (g) => decideGoal(g).line,
+      ),
     ];
   });
 }

@@ -25,6 +25,7 @@ import { TrafficDelivery } from "../../cli/src/sdk/local/traffic-delivery.js";
 import { freePorts } from "../../test/env/ports.js";
 import { launch } from "../../test/support/launch.js";
 import { NodeHttpDelivery } from "../baselines/traffic-delivery-node-http.js";
+import { decideGoal, type Goal } from "../support/goal.js";
 import { pct, round, writeResult } from "../support/stats-support.js";
 
 export interface DeliveryBenchOptions {
@@ -212,32 +213,20 @@ export async function runDeliveryBench(o: DeliveryBenchOptions = defaultDelivery
     }
   }
   const ratio = (shape: string, k: string) => results[shape]!.undici[k]! / results[shape]!["node-http"][k]!;
-  const goals = [
-    {
-      name: "delivery-undici-vs-old-rps",
-      value: ratio("get", "reqPerSec"),
-      target: ">=1.0x",
-      met: (v: number) => v >= 1,
-    },
-    {
-      name: "delivery-undici-vs-old-seq-p50",
-      value: ratio("get", "seqP50Us"),
-      target: "<=1.0x",
-      met: (v: number) => v <= 1,
-    },
-    {
-      name: "delivery-undici-vs-old-p99",
-      value: ratio("get", "concP99Us"),
-      target: "<=1.0x",
-      met: (v: number) => v <= 1,
-    },
-    {
-      name: "delivery-undici-vs-old-post-rps",
-      value: ratio("post-16k", "reqPerSec"),
-      target: ">=1.0x",
-      met: (v: number) => v >= 1,
-    },
-  ];
+  const goal = (name: string, value: number, op: ">=" | "<="): Goal => ({
+    name,
+    value,
+    op,
+    target: 1,
+    unit: "x",
+    targetDigits: 1,
+  });
+  const verdicts = [
+    goal("delivery-undici-vs-old-rps", ratio("get", "reqPerSec"), ">="),
+    goal("delivery-undici-vs-old-seq-p50", ratio("get", "seqP50Us"), "<="),
+    goal("delivery-undici-vs-old-p99", ratio("get", "concP99Us"), "<="),
+    goal("delivery-undici-vs-old-post-rps", ratio("post-16k", "reqPerSec"), ">="),
+  ].map(decideGoal);
   const file = writeResult("delivery", {
     benchmark: "delivery",
     at: new Date().toISOString(),
@@ -246,9 +235,8 @@ export async function runDeliveryBench(o: DeliveryBenchOptions = defaultDelivery
     cpuModel: cpus()[0]?.model,
     options: o,
     results,
-    goals: goals.map((g) => ({ name: g.name, value: round(g.value), target: g.target, met: g.met(g.value) })),
+    goals: verdicts,
   });
   console.log(`\nwrote ${file}\n`);
-  for (const g of goals)
-    console.log(`GOAL ${g.name} ${g.value.toFixed(2)}x ${g.target} ${g.met(g.value) ? "met" : "missed"}`);
+  for (const v of verdicts) console.log(v.line);
 }

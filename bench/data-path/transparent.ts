@@ -25,6 +25,7 @@ import { eventually } from "../../test/support/poll.js";
 import { adminKc, waitQuiet } from "../chaos/chaos-stack.js";
 import { cpuDelta, cpuSnapshot } from "../support/cpu-support.js";
 import { onPodStack, requireWholeNumbers } from "../support/pod-stack-run.js";
+import { decideGoal, type Goal } from "../support/goal.js";
 import { pct, round, writeResult } from "../support/stats-support.js";
 
 export interface TransparentBenchOptions {
@@ -342,10 +343,11 @@ export async function runTransparentBench(
   await onPodStack("transparent", async (stack) => {
     const { dest, figures } = await measure(stack, o);
     printTable(machine, o, figures);
-    const bulkRatio = round(med(figures.transparent.bulkMiBps) / med(figures.proxy.bulkMiBps), 2);
-    const addedP50 = round(med(figures.transparent.connectP50Ms) - med(figures.proxy.connectP50Ms), 3);
+    // Decided unrounded (support/goal.ts); rounded only where shown.
+    const bulkRatio = med(figures.transparent.bulkMiBps) / med(figures.proxy.bulkMiBps);
+    const addedP50 = med(figures.transparent.connectP50Ms) - med(figures.proxy.connectP50Ms);
     console.log(
-      `transparent / proxy: bulk ${bulkRatio}x, connect p50 ${addedP50 >= 0 ? "+" : ""}${addedP50} ms`,
+      `transparent / proxy: bulk ${round(bulkRatio, 2)}x, connect p50 ${addedP50 >= 0 ? "+" : ""}${round(addedP50, 3)} ms`,
     );
     const result = {
       when: new Date().toISOString(),
@@ -365,14 +367,20 @@ export async function runTransparentBench(
           },
         ]),
       ),
-      bulkRatio,
-      connectAddedP50Ms: addedP50,
+      bulkRatio: round(bulkRatio, 3),
+      connectAddedP50Ms: round(addedP50, 3),
     };
     console.log(`written ${writeResult("transparent", result)}`);
-    const met = (ok: boolean) => (ok ? "met" : "missed");
-    return [
-      `GOAL transparent-bulk ${bulkRatio.toFixed(2)}x >=${GOAL_BULK_RATIO}x ${met(bulkRatio >= GOAL_BULK_RATIO)}`,
-      `GOAL transparent-connect-p50 ${addedP50.toFixed(2)}ms <=${GOAL_CONNECT_ADDED_MS}ms ${met(addedP50 <= GOAL_CONNECT_ADDED_MS)}`,
+    const goals: Goal[] = [
+      { name: "transparent-bulk", value: bulkRatio, op: ">=", target: GOAL_BULK_RATIO, unit: "x" },
+      {
+        name: "transparent-connect-p50",
+        value: addedP50,
+        op: "<=",
+        target: GOAL_CONNECT_ADDED_MS,
+        unit: "ms",
+      },
     ];
+    return goals.map((g) => decideGoal(g).line);
   });
 }

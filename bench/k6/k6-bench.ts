@@ -9,7 +9,8 @@
 import { cpus } from "node:os";
 import { runK6, type K6Metric } from "./k6-runner.js";
 import { AGENT_SECRET, CLIENT_SECRET, startK6Stack } from "./k6-stack.js";
-import { round, writeResult } from "../support/stats-support.js";
+import { decideGoal, type Goal } from "../support/goal.js";
+import { writeResult } from "../support/stats-support.js";
 
 export const K6_SCENARIOS = ["fanout", "rate", "setup"] as const;
 export type K6Scenario = (typeof K6_SCENARIOS)[number];
@@ -32,14 +33,6 @@ export const defaultK6Bench: K6BenchOptions = {
   setupVus: 2,
   setupClusters: 2,
 };
-
-interface Goal {
-  name: string;
-  value: number;
-  unit: string;
-  target: string;
-  met: boolean;
-}
 
 const stat = (m: K6Metric | undefined, k: string) => m?.[k] ?? Number.NaN;
 
@@ -84,8 +77,9 @@ export async function runK6Bench(o: K6BenchOptions = defaultK6Bench): Promise<vo
             name: `fanout-${r.clusters}v1-p50`,
             value: v,
             unit: "x",
-            target: `<=${targets[r.clusters]}x`,
-            met: v <= targets[r.clusters]!,
+            op: "<=",
+            target: targets[r.clusters]!,
+            requires: { "k6 thresholds": run.passed },
           });
         }
     }
@@ -115,8 +109,9 @@ export async function runK6Bench(o: K6BenchOptions = defaultK6Bench): Promise<vo
         name: "routed-rate-router-vs-relay",
         value: v,
         unit: "x",
-        target: ">=0.8x",
-        met: v >= 0.8,
+        op: ">=",
+        target: 0.8,
+        requires: { "k6 thresholds": run.passed },
       });
     }
 
@@ -143,25 +138,25 @@ export async function runK6Bench(o: K6BenchOptions = defaultK6Bench): Promise<vo
           `${p.phase.padStart(10)} ${p.p50Ms.toFixed(0).padStart(6)} ${p.p99Ms.toFixed(0).padStart(6)}`,
         );
       const all = phases.find((p) => p.phase === "total")!;
-      goals.push({
-        name: "session-setup-p50",
-        value: all.p50Ms,
-        unit: "ms",
-        target: "<=100ms",
-        met: all.p50Ms <= 100,
-      });
-      goals.push({
-        name: "session-setup-p99",
-        value: all.p99Ms,
-        unit: "ms",
-        target: "<=250ms",
-        met: all.p99Ms <= 250,
-      });
+      for (const [name, value, target] of [
+        ["session-setup-p50", all.p50Ms, 100],
+        ["session-setup-p99", all.p99Ms, 250],
+      ] as const)
+        goals.push({
+          name,
+          value,
+          unit: "ms",
+          op: "<=",
+          target,
+          digits: 0,
+          requires: { "k6 thresholds": run.passed },
+        });
     }
   } finally {
     await stack.stop();
   }
 
+  const verdicts = goals.map(decideGoal);
   const file = writeResult("k6", {
     benchmark: "k6",
     at: new Date().toISOString(),
@@ -171,12 +166,9 @@ export async function runK6Bench(o: K6BenchOptions = defaultK6Bench): Promise<vo
     options: o,
     results,
     reports,
-    goals: goals.map((g) => ({ ...g, value: round(g.value) })),
+    goals: verdicts,
   });
   console.log(`\nHTML reports: ${reports.join(", ")}\nwrote ${file}\n`);
   if (failed.length) console.log(`k6 thresholds failed in: ${failed.join(", ")} (see the reports)\n`);
-  for (const g of goals)
-    console.log(
-      `GOAL ${g.name} ${g.unit === "x" ? g.value.toFixed(2) : g.value.toFixed(0)}${g.unit} ${g.target} ${g.met ? "met" : "missed"}`,
-    );
+  for (const v of verdicts) console.log(v.line);
 }

@@ -65,15 +65,9 @@ export async function bornSessions(stack: PodStack, rounds: number, baselineCli?
           : ""),
     );
   }
-  const p50Of = (ms: number[]) => round(pct(ms, 50) / 1000, 2);
-  const p50 = (k: keyof StartPhases) =>
-    round(
-      pct(
-        rows.map((r) => r.phases[k]),
-        50,
-      ) / 1000,
-      2,
-    );
+  // Unrounded: goals are decided on them (support/goal.ts); printing rounds.
+  const p50Of = (ms: number[]) => pct(ms, 50) / 1000;
+  const p50 = (k: keyof StartPhases) => p50Of(rows.map((r) => r.phases[k]));
   return {
     rounds: rows.map((r) => ({
       ...Object.fromEntries(Object.entries(r.phases).map(([k, ms]) => [k, round(ms / 1000, 2)])),
@@ -81,13 +75,11 @@ export async function bornSessions(stack: PodStack, rounds: number, baselineCli?
     })),
     stolenS: {
       p50: p50("stolen"),
-      p90: round(
+      p90:
         pct(
           rows.map((r) => r.phases.stolen),
           90,
         ) / 1000,
-        2,
-      ),
     },
     phasesS: {
       created: p50("created"),

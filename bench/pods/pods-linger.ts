@@ -263,7 +263,8 @@ export async function sessionsWithoutRollouts(
         ),
       ]),
     );
-  const dist = (xs: number[]) => ({ p50: round(pct(xs, 50) / 1000, 2), p90: round(pct(xs, 90) / 1000, 2) });
+  // Unrounded: goals are decided on them (support/goal.ts); printing rounds.
+  const dist = (xs: number[]) => ({ p50: pct(xs, 50) / 1000, p90: pct(xs, 90) / 1000 });
   const maxOf = (pick: (r: LingerRound) => Record<string, number>) =>
     Math.max(...rows.flatMap((r) => Object.values(pick(r))));
   const minOf = (pick: (r: LingerRound) => Record<string, number>) =>
@@ -298,7 +299,7 @@ export async function sessionsWithoutRollouts(
       requests: rpsRequests,
       noAgent: Math.round(pct(none, 50)),
       idleAgent: Math.round(pct(idle, 50)),
-      ratio: round(pct(idle, 50) / pct(none, 50), 2),
+      ratio: pct(idle, 50) / pct(none, 50),
     },
   };
 }

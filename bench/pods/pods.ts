@@ -29,6 +29,7 @@ import {
 import { containerMemory, type ContainerMemory } from "./pod-memory.js";
 import { sessionsWithoutRollouts } from "./pods-linger.js";
 import { bornSessions } from "./pods-born.js";
+import { decideGoal, type Goal } from "../support/goal.js";
 import { pct, round, summary, writeResult } from "../support/stats-support.js";
 
 export interface PodsBenchOptions {
@@ -130,7 +131,7 @@ async function measure(stack: PodStack, o: PodsBenchOptions) {
   );
   console.log(
     `app req/s through east's NodePort (${o.rpsRequests} GETs, 8 connections, median of ${o.runs}): ` +
-      `no agent ${linger.rps.noAgent}, idle agent ${linger.rps.idleAgent} (${linger.rps.ratio}x)`,
+      `no agent ${linger.rps.noAgent}, idle agent ${linger.rps.idleAgent} (${linger.rps.ratio.toFixed(2)}x)`,
   );
   const born = await bornSessions(stack, o.runs, o.baselineCli);
   console.log(
@@ -167,7 +168,7 @@ async function measure(stack: PodStack, o: PodsBenchOptions) {
       workingSetMiB: round(m.workingSetMiB, 1),
       rssMiB: round(m.rssMiB, 1),
     })),
-    agentMaxMiB: round(agentMaxMiB, 1),
+    agentMaxMiB,
     latency,
   };
 }
@@ -196,18 +197,45 @@ export async function runPodsBench(o: PodsBenchOptions = defaultPodsBench): Prom
       const { coldS, warmS, coldRollouts, warmRollouts, rps } = result.linger;
       const { born } = result;
       const stealP50 = result.latency.stolen.p50;
-      const met = (ok: boolean) => (ok ? "met" : "missed");
-      return [
-        `GOAL pods-cold-exec-stolen-p50 ${coldS.p50.toFixed(2)}s <=${GOAL_EXEC_READY_S}s ${met(coldS.p50 <= GOAL_EXEC_READY_S)}`,
-        `GOAL pods-warm-exec-stolen-p50 ${warmS.p50.toFixed(2)}s <=${GOAL_WARM_S}s ${met(warmS.p50 <= GOAL_WARM_S)}`,
-        `GOAL pods-cold-rollouts ${coldRollouts.max} ==2 ${met(coldRollouts.min === 2 && coldRollouts.max === 2)}`,
-        `GOAL pods-warm-rollouts ${warmRollouts.max} ==0 ${met(warmRollouts.max === 0)}`,
-        `GOAL pods-born-first-session-stolen-p50 ${born.stolenS.p50.toFixed(2)}s <=${GOAL_WARM_S}s ${met(born.stolenS.p50 <= GOAL_WARM_S)}`,
-        `GOAL pods-born-rollouts ${born.rollouts} ==0 ${met(born.rollouts === 0)}`,
-        `GOAL pods-idle-agent-rps ${rps.ratio.toFixed(2)}x >=${GOAL_IDLE_RPS_RATIO}x ${met(rps.ratio >= GOAL_IDLE_RPS_RATIO)}`,
-        `GOAL pods-agent-memory ${result.agentMaxMiB.toFixed(1)}MiB <=${GOAL_AGENT_MIB}MiB ${met(result.agentMaxMiB <= GOAL_AGENT_MIB)}`,
-        `GOAL pods-steal-latency-p50 ${stealP50.toFixed(2)}ms <=${GOAL_STEAL_P50_MS}ms ${met(stealP50 <= GOAL_STEAL_P50_MS)}`,
+      const goals: Goal[] = [
+        {
+          name: "pods-cold-exec-stolen-p50",
+          value: coldS.p50,
+          op: "<=",
+          target: GOAL_EXEC_READY_S,
+          unit: "s",
+        },
+        { name: "pods-warm-exec-stolen-p50", value: warmS.p50, op: "<=", target: GOAL_WARM_S, unit: "s" },
+        // Every cold round rolls out twice (injected, then restored): the fewest and the most.
+        {
+          name: "pods-cold-rollouts",
+          value: coldRollouts.max,
+          op: "==",
+          target: 2,
+          digits: 0,
+          requires: { "every round 2": coldRollouts.min === 2 },
+        },
+        { name: "pods-warm-rollouts", value: warmRollouts.max, op: "==", target: 0, digits: 0 },
+        {
+          name: "pods-born-first-session-stolen-p50",
+          value: born.stolenS.p50,
+          op: "<=",
+          target: GOAL_WARM_S,
+          unit: "s",
+        },
+        { name: "pods-born-rollouts", value: born.rollouts, op: "==", target: 0, digits: 0 },
+        { name: "pods-idle-agent-rps", value: rps.ratio, op: ">=", target: GOAL_IDLE_RPS_RATIO, unit: "x" },
+        {
+          name: "pods-agent-memory",
+          value: result.agentMaxMiB,
+          op: "<=",
+          target: GOAL_AGENT_MIB,
+          unit: "MiB",
+          digits: 1,
+        },
+        { name: "pods-steal-latency-p50", value: stealP50, op: "<=", target: GOAL_STEAL_P50_MS, unit: "ms" },
       ];
+      return goals.map((g) => decideGoal(g).line);
     },
     // The members' admission webhook: the born-with-agent rounds' target.
     { injection: true },

@@ -9,6 +9,7 @@ import { CoreV1Api } from "@kubernetes/client-node";
 import { LeaseElector } from "../../control-plane/src/leader/lease-elector.js";
 import { startClusterSet } from "../../test/env/index.js";
 import { eventually } from "../../test/support/poll.js";
+import { printGoals } from "../support/goal.js";
 import { round, summary, writeResult } from "../support/stats-support.js";
 
 export interface FailoverBenchOptions {
@@ -102,9 +103,7 @@ export async function runFailoverBench(o: FailoverBenchOptions = defaultFailover
     console.log("leader clean stop (Lease released) -> successor leads:", result.cleanStopSeconds);
     console.log(`written ${writeResult("failover", result)}`);
     const p50 = result.crashSeconds.p50;
-    console.log(
-      `GOAL leader-failover-p50 ${p50.toFixed(2)}s <=${o.goalMs / 1000}s ${p50 * 1000 <= o.goalMs ? "met" : "missed"}`,
-    );
+    printGoals([{ name: "leader-failover-p50", value: p50, op: "<=", target: o.goalMs / 1000, unit: "s" }]);
   } finally {
     await set.stop();
   }

@@ -19,6 +19,7 @@ import {
   tempDir,
 } from "../../test/integration/member/member-harness.js";
 import { eventually } from "../../test/support/poll.js";
+import { printGoals } from "../support/goal.js";
 import { summary, writeResult } from "../support/stats-support.js";
 
 export interface MemberLatencyBenchOptions {
@@ -111,9 +112,16 @@ export async function runMemberLatencyBench(
     console.log("published -> applied by the router:", result.publishToRouterMs);
     console.log(`written ${writeResult("member-latency", result)}`);
     const p50 = result.reuseMs.p50;
-    console.log(
-      `GOAL member-reuse-ready-p50 ${(p50 / 1000).toFixed(3)}s <=${o.reuseGoalMs / 1000}s ${p50 <= o.reuseGoalMs ? "met" : "missed"}`,
-    );
+    printGoals([
+      {
+        name: "member-reuse-ready-p50",
+        value: p50 / 1000,
+        op: "<=",
+        target: o.reuseGoalMs / 1000,
+        unit: "s",
+        digits: 3,
+      },
+    ]);
   } finally {
     await provisioner.stopAll();
     await set.stop();

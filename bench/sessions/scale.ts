@@ -35,6 +35,7 @@ import {
 } from "./scale-probes.js";
 import { ChildWatch, type SessionPhases } from "./scale-phases.js";
 import { sampleTraffic } from "./scale-traffic.js";
+import { decideGoal, type Goal } from "../support/goal.js";
 import { pct, round, summary, writeResult } from "../support/stats-support.js";
 
 export interface ScaleBenchOptions {
@@ -315,38 +316,45 @@ async function measure(stack: EmbeddedStack, o: ScaleBenchOptions, track: (s: St
     errors: { count: f.errors.length, first: firstErrors },
   };
   const file = writeResult("scale", result);
-  const goal = (name: string, value: string, target: string, met: boolean) =>
-    `GOAL ${name} ${value} ${target} ${met ? "met" : "missed"}`;
   const leaks = total(left);
+  const goals: Goal[] = [
+    { name: "scale-all-ready", value: readyOnes.length, op: "==", target: o.sessions, digits: 0 },
+    {
+      name: "scale-ready-to-router-p99",
+      value: lat.length > 0 ? readyToRouters.p99 : undefined,
+      op: "<=",
+      target: GOALS.readyToRoutersP99Ms,
+      unit: "ms",
+    },
+    {
+      name: "scale-cp-rss-per-session",
+      value: cpPerSession,
+      op: "<=",
+      target: GOALS.cpRssPerSessionKiB,
+      unit: "KiB",
+      digits: 1,
+    },
+    {
+      name: "scale-create-ready-p50",
+      value: createToReady.p50 / 1000,
+      op: "<=",
+      target: GOALS.createReadyP50S,
+      unit: "s",
+    },
+    {
+      name: "scale-sample-traffic",
+      value: trafficOk,
+      op: "==",
+      target: o.sample,
+      digits: 0,
+      requires: { "every sampled session probed": n === o.sample },
+    },
+    { name: "scale-leaks", value: leaks, op: "==", target: 0, digits: 0 },
+  ];
   return [
     `written ${file}`,
     `machine: ${machine.cpus} × ${machine.cpuModel}, Node ${machine.node}`,
-    goal(
-      "scale-all-ready",
-      `${readyOnes.length}/${o.sessions}`,
-      `==${o.sessions}`,
-      readyOnes.length === o.sessions,
-    ),
-    goal(
-      "scale-ready-to-router-p99",
-      `${readyToRouters.p99}ms`,
-      `<=${GOALS.readyToRoutersP99Ms}ms`,
-      lat.length > 0 && readyToRouters.p99 <= GOALS.readyToRoutersP99Ms,
-    ),
-    goal(
-      "scale-cp-rss-per-session",
-      `${cpPerSession}KiB`,
-      `<=${GOALS.cpRssPerSessionKiB}KiB`,
-      cpPerSession <= GOALS.cpRssPerSessionKiB,
-    ),
-    goal(
-      "scale-create-ready-p50",
-      `${round(createToReady.p50 / 1000, 2)}s`,
-      `<=${GOALS.createReadyP50S}s`,
-      createToReady.p50 / 1000 <= GOALS.createReadyP50S,
-    ),
-    goal("scale-sample-traffic", `${trafficOk}/${n}`, `==${o.sample}`, n === o.sample && trafficOk === n),
-    goal("scale-leaks", String(leaks), "==0", leaks === 0),
+    ...goals.map((g) => decideGoal(g).line),
   ];
 }
 

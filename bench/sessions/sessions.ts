@@ -19,6 +19,7 @@ import { startEmbeddedStack, type EmbeddedStack } from "../../test/env/stack/emb
 import { eventually } from "../../test/support/poll.js";
 import { measurePushCost } from "./route-push-support.js";
 import { RouteWatch } from "./scale-probes.js";
+import { printGoals } from "../support/goal.js";
 import { round, summary, writeResult } from "../support/stats-support.js";
 
 export interface SessionsBenchOptions {
@@ -47,8 +48,6 @@ export const defaultSessionsBench: SessionsBenchOptions = {
 
 /** Goals of issue 5 on this bench (seconds / KiB / ms). */
 const GOALS = { firstReadyP99S: 3, createReadyP50S: 0.5, rssPerSessionKiB: 64, routersP99Ms: 50 };
-const goal = (name: string, value: string, target: string, met: boolean) =>
-  console.log(`GOAL ${name} ${value} ${target} ${met ? "met" : "missed"}`);
 
 function machine() {
   const c = cpus();
@@ -279,12 +278,15 @@ export async function runSessionsBench(o: SessionsBenchOptions = defaultSessions
         `p99 ${(f.p99 / 1000).toFixed(2)} s, max ${(f.max / 1000).toFixed(2)} s`,
     );
     console.log(`written ${writeResult("sessions-fresh", result)}`);
-    goal(
-      "first-session-ready-p99",
-      `${(f.p99 / 1000).toFixed(2)}s`,
-      `<=${GOALS.firstReadyP99S}s`,
-      f.p99 <= GOALS.firstReadyP99S * 1000,
-    );
+    printGoals([
+      {
+        name: "first-session-ready-p99",
+        value: f.p99 / 1000,
+        op: "<=",
+        target: GOALS.firstReadyP99S,
+        unit: "s",
+      },
+    ]);
     return;
   }
   const push = await measurePushCost(o.pushSizes);
@@ -314,22 +316,27 @@ export async function runSessionsBench(o: SessionsBenchOptions = defaultSessions
   const s = result.stack as Awaited<ReturnType<typeof stackPart>> | undefined;
   if (s) {
     const routers = s.laterSessions.readyToAllRoutersMs.p99;
-    goal("ready-to-routers-p99", `${routers}ms`, `<=${GOALS.routersP99Ms}ms`, routers <= GOALS.routersP99Ms);
-    if (s.memory) {
-      const ready = s.memory.createToReadyUnderLoadMs.p50 / 1000;
-      goal(
-        "create-ready-p50",
-        `${ready.toFixed(2)}s`,
-        `<=${GOALS.createReadyP50S}s`,
-        ready <= GOALS.createReadyP50S,
-      );
-      const kib = s.memory.rssPerSessionKiB;
-      goal(
-        "cp-rss-per-session",
-        `${kib}KiB`,
-        `<=${GOALS.rssPerSessionKiB}KiB`,
-        kib <= GOALS.rssPerSessionKiB,
-      );
-    }
+    printGoals([
+      { name: "ready-to-routers-p99", value: routers, op: "<=", target: GOALS.routersP99Ms, unit: "ms" },
+      ...(s.memory
+        ? [
+            {
+              name: "create-ready-p50",
+              value: s.memory.createToReadyUnderLoadMs.p50 / 1000,
+              op: "<=" as const,
+              target: GOALS.createReadyP50S,
+              unit: "s",
+            },
+            {
+              name: "cp-rss-per-session",
+              value: s.memory.rssPerSessionKiB,
+              op: "<=" as const,
+              target: GOALS.rssPerSessionKiB,
+              unit: "KiB",
+              digits: 1,
+            },
+          ]
+        : []),
+    ]);
   }
 }
