@@ -28,6 +28,7 @@ import { defaultDataPathBench, runDataPathBench } from "./data-path/data-path.js
 import { defaultScaleBench, quickScaleBench, runScaleBench } from "./sessions/scale.js";
 import { defaultAgentMirrorBench, runAgentMirrorBench } from "./data-path/agent-mirror.js";
 import { defaultDeliveryBench, runDeliveryBench } from "./data-path/delivery.js";
+import { defaultHostileRegexBench, runHostileRegexBench } from "./data-path/hostile-regex.js";
 import { defaultFailoverBench, runFailoverBench } from "./sessions/failover.js";
 import { defaultPrimaryLatencyBench, runPrimaryLatencyBench } from "./sessions/primary-latency.js";
 import { defaultMemberLatencyBench, runMemberLatencyBench } from "./sessions/member-latency.js";
@@ -164,6 +165,14 @@ program
       rounds: Number(o.rounds),
       ...(o.cpus ? { cpus: o.cpus } : {}),
     });
+    process.exit(0);
+  });
+program
+  .command("hostile-regex")
+  .description("hostile filter regexes: the agents' RE2 at 50 000 characters vs V8's RegExp")
+  .option("--repeats <n>", "matches of each case", String(defaultHostileRegexBench.repeats))
+  .action((o: { repeats: string }) => {
+    runHostileRegexBench({ ...defaultHostileRegexBench, repeats: Number(o.repeats) });
     process.exit(0);
   });
 program

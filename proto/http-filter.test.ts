@@ -51,15 +51,14 @@ describe("HTTP filter rules", () => {
     ["(.*a){20}", "a×50000", as, true],
     ["^(([a-z])+.)+[A-Z]([a-z])+$", "a×50000 + '!'", as + "!", false],
     ["^(([a-z])+.)+[A-Z]([a-z])+$", "a×50000 + 'Ab'", as + "Ab", true],
-  ])("matches %s on %s in linear time", (source, _label, input, expected) => {
-    expect(input.length).toBeGreaterThanOrEqual(n);
-    const re = compileFilterRegex(source);
-    const start = performance.now();
-    const matched = re.test(input);
-    const ms = performance.now() - start;
-    expect(matched).toBe(expected);
-    expect(ms).toBeLessThan(1_000);
-  });
+  ])(
+    "answers %s on %s (a backtracking engine would not, within the test's timeout)",
+    (source, _label, input, expected) => {
+      // How long each takes is `npm run bench -- hostile-regex`.
+      expect(input.length).toBeGreaterThanOrEqual(n);
+      expect(compileFilterRegex(source).test(input)).toBe(expected);
+    },
+  );
 
   it.each([
     ["(a)\\1", /invalid escape sequence/],

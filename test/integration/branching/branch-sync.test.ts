@@ -282,7 +282,6 @@ describe("copy", () => {
     const n = name("ready");
     const primary = await createBranch(kind, n);
     const copy = await recordedCopy(kind, n);
-    const t0 = performance.now();
     const secretName = await provisionOnEast(kind, copy);
     const ready = await eventually(
       "Primary Ready",
@@ -292,9 +291,7 @@ describe("copy", () => {
       },
       { intervalMs: 5 },
     );
-    // Two writes on east, then a watch event and a handful of requests: well under a second even
-    // on a loaded machine (the bench measures the ≤ 200 ms goal).
-    expect(performance.now() - t0).toBeLessThan(1_000);
+    // How soon it comes back is the branching bench's goal (bench/branching), not this test's.
     const status = readyStatus(copy, secretName);
     expect(ready.status).toMatchObject({
       branchName: status.branchName,

@@ -144,11 +144,11 @@ describe("compileHttpFilter", () => {
     expect(() => compileHttpFilter({ pathRegex: "x".repeat(1025) })).toThrow(/longer than the 1024 allowed/);
   });
 
-  it("matches a catastrophic pattern against a long header in linear time", () => {
+  // A backtracking engine would not answer these within the test's timeout; how long RE2
+  // takes is `npm run bench -- hostile-regex`.
+  it("answers a catastrophic pattern against a long header", () => {
     const f = compileHttpFilter({ header: { name: "X-User", valueRegex: "^(a+)+$" } });
-    const start = performance.now();
     expect(f(req("GET", "/", [["x-user", "a".repeat(50_000) + "!"]]))).toBe(false);
     expect(f(req("GET", "/", [["x-user", "a".repeat(50_000)]]))).toBe(true);
-    expect(performance.now() - start).toBeLessThan(1_000);
   });
 });

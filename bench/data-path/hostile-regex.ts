@@ -1,0 +1,105 @@
+// What a hostile filter regex costs an agent: each pattern that stalls a backtracking engine,
+// matched by the filter engine every agent uses (proto/http-filter.ts, RE2) against inputs of
+// 50 000 characters — three times Node's 16 KiB request-head limit — and, side by side,
+// V8's own RegExp on the same pattern at the largest input it still answers within its
+// budget (backtracking: the time grows exponentially with the input). The figure the suites
+// once asserted (each match well under a second) lives here.
+import { performance } from "node:perf_hooks";
+import { compileFilterRegex } from "../../proto/http-filter.js";
+import { decideGoal, type Goal } from "../support/goal.js";
+import { pct, round, writeResult } from "../support/stats-support.js";
+
+export interface HostileRegexBenchOptions {
+  /** Matches of each case (the median and the maximum are reported). */
+  repeats: number;
+  /** Length of every RE2 input. */
+  length: number;
+  /** V8's budget per match, ms: its input grows until one match takes longer. */
+  v8BudgetMs: number;
+}
+
+export const defaultHostileRegexBench: HostileRegexBenchOptions = {
+  repeats: 20,
+  length: 50_000,
+  v8BudgetMs: 200,
+};
+
+/** The hostile cases: a pattern, an input of `n` characters built for it, the answer. */
+const CASES: Array<{ pattern: string; label: string; input: (n: number) => string; expected: boolean }> = [
+  { pattern: "(a+)+$", label: "a×n + '!'", input: (n) => "a".repeat(n) + "!", expected: false },
+  { pattern: "(a|a)*b", label: "a×n", input: (n) => "a".repeat(n), expected: false },
+  {
+    pattern: "(.*a){20}",
+    label: "19 a among x",
+    input: (n) => ("x".repeat(Math.max(1, Math.floor(n / 19) - 1)) + "a").repeat(19),
+    expected: false,
+  },
+  {
+    pattern: "^(([a-z])+.)+[A-Z]([a-z])+$",
+    label: "a×n + '!'",
+    input: (n) => "a".repeat(n) + "!",
+    expected: false,
+  },
+];
+
+function timeMatches(
+  test: (s: string) => boolean,
+  input: string,
+  repeats: number,
+  expected: boolean,
+): number[] {
+  const ms: number[] = [];
+  for (let i = 0; i < repeats; i++) {
+    const t0 = performance.now();
+    const got = test(input);
+    ms.push(performance.now() - t0);
+    if (got !== expected) throw new Error(`answered ${got}, expected ${expected}`);
+  }
+  return ms;
+}
+
+/** The largest input V8's RegExp answers within the budget, doubling from 8 characters. */
+function v8Limit(pattern: string, input: (n: number) => string, budgetMs: number, expected: boolean) {
+  const re = new RegExp(pattern);
+  let n = 8;
+  let last = { n: 0, ms: 0 };
+  while (n <= 1 << 20) {
+    const [ms] = timeMatches((s) => re.test(s), input(n), 1, expected);
+    if (ms! > budgetMs) return { ...last, overBudgetAt: n, overBudgetMs: round(ms!, 1) };
+    last = { n, ms: round(ms!, 3) };
+    n *= 2;
+  }
+  return { ...last, overBudgetAt: undefined, overBudgetMs: undefined };
+}
+
+export function runHostileRegexBench(o: HostileRegexBenchOptions = defaultHostileRegexBench): void {
+  const rows = CASES.map((c) => {
+    const re = compileFilterRegex(c.pattern);
+    const ms = timeMatches((s) => re.test(s), c.input(o.length), o.repeats, c.expected);
+    return {
+      pattern: c.pattern,
+      input: c.label,
+      re2: { length: o.length, p50Ms: pct(ms, 50), maxMs: Math.max(...ms) },
+      v8: v8Limit(c.pattern, c.input, o.v8BudgetMs, c.expected),
+    };
+  });
+  console.log(
+    `hostile filter regexes: RE2 at ${o.length} characters vs V8's RegExp within ${o.v8BudgetMs} ms`,
+  );
+  for (const r of rows)
+    console.log(
+      `${r.pattern.padEnd(30)} ${r.input.padEnd(14)} RE2 p50 ${r.re2.p50Ms.toFixed(2)} ms, max ${r.re2.maxMs.toFixed(2)} ms` +
+        ` | V8: ${r.v8.n} chars in ${r.v8.ms} ms${r.v8.overBudgetAt ? `, ${r.v8.overBudgetAt} chars took ${r.v8.overBudgetMs} ms` : ""}`,
+    );
+  const worst = Math.max(...rows.map((r) => r.re2.maxMs));
+  const goals: Goal[] = [
+    // One hostile match must not hold an agent's event loop for long: 50 ms is what a
+    // request already waits on a loaded pod.
+    { name: "filter-regex-hostile-max", value: worst, op: "<=", target: 50, unit: "ms" },
+  ];
+  const verdicts = goals.map(decideGoal);
+  console.log(
+    `written ${writeResult("hostile-regex", { when: new Date().toISOString(), options: o, rows, goals: verdicts })}`,
+  );
+  for (const v of verdicts) console.log(v.line);
+}
