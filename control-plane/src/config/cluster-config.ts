@@ -13,7 +13,6 @@ import { clusterLabelOf, DNS_LABEL, EKS_CLUSTER_NAME } from "./cluster-name.js";
 
 export { DNS_LABEL } from "./cluster-name.js";
 
-
 /** The ConfigMap key holding the YAML document. */
 export const CLUSTERS_CONFIG_KEY = "clusters-config.yaml";
 
