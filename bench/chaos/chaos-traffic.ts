@@ -2,13 +2,16 @@
 // a fixed rate (open loop: a slow answer never delays the next request), spread over every
 // target and over two kinds of connection — a fresh one per request (kube-proxy picks a
 // replica each time) and kept-alive ones — each with a deadline. Every request is recorded
-// with when it started and ended and how it ended; `explainFailures` then sets the failures
-// against the disruptions the bench caused (a router pod deleted, an API server stopped):
-//   - in flight at a disruption: started before it began, ended after it began, with an error
-//     the caller saw (a status >= 500 or a connection error);
-//   - during a disruption: started while one was in progress, ended with such an error;
-//   - lost: an error while no disruption overlapped the request (unexplained), or no answer at
-//     all before the deadline (unreported: the caller would hang).
+// with when it started and ended and how it ended; `explainFailures` then sets each request
+// against the disruptions the bench caused (a router pod deleted, an API server stopped). A
+// session owes every request an answer from the developer's local app, so:
+//   - excused: a reported failure (a status >= 500 or a connection error) of a request in
+//     flight at the instant a disruption began (started before it, ended after it), each
+//     listed with its target and connection;
+//   - lost: every other request the local app did not answer — a failure that started while a
+//     disruption was in progress or with none near it, no answer before the deadline (the
+//     caller would hang), and an answer from anyone else (the app in the pod: the session did
+//     not get it), which is also counted on its own as a wrong answerer.
 import { Agent, request } from "node:http";
 import { sleep } from "../../lib/abortable-sleep.js";
 import { pct, round } from "../support/stats-support.js";
@@ -124,14 +127,19 @@ export async function steadyTraffic(o: TrafficOptions): Promise<RequestRecord[]>
 export interface FailureBreakdown {
   requests: number;
   answered: { local: number; app: number; other: number };
-  /** Reported failures (status >= 500, connection error) explained by a disruption. */
+  /** Reported failures of requests in flight at the instant a disruption began: excused. */
   inFlightAtDisruption: number;
+  /** Each of those: target, connection, when, what it saw and the disruption. */
+  inFlightExamples: string[];
+  /** Reported failures of requests that started while a disruption was in progress: lost. */
   duringDisruption: number;
-  /** Reported failures no disruption overlapped. */
+  /** Reported failures no disruption overlapped: lost. */
   unexplained: number;
-  /** No answer before the deadline. */
+  /** No answer before the deadline: lost. */
   unanswered: number;
-  /** unexplained + unanswered. */
+  /** Answered, but not by the session's local app (the app in the pod, or anyone else): lost. */
+  wrongAnswerer: number;
+  /** Every request the local app did not answer, except the excused: during + unexplained + unanswered + wrong answerer. */
   lost: number;
   /** By outcome and error, for the reader (e.g. "error ECONNRESET": 3). */
   failureKinds: Record<string, number>;
@@ -155,9 +163,11 @@ export function explainFailures(
     requests: records.length,
     answered: { local: 0, app: 0, other: 0 },
     inFlightAtDisruption: 0,
+    inFlightExamples: [],
     duringDisruption: 0,
     unexplained: 0,
     unanswered: 0,
+    wrongAnswerer: 0,
     lost: 0,
     failureKinds: {},
     lostExamples: [],
@@ -170,6 +180,7 @@ export function explainFailures(
   for (const r of records) {
     if (r.outcome === "local" || r.outcome === "app" || r.outcome === "other") {
       b.answered[r.outcome]++;
+      if (r.outcome !== "local") b.wrongAnswerer++;
       if (r.outcome === "app") {
         if (disruptions.some((d) => overlaps(r, d))) b.appDuringDisruption++;
         else {
@@ -191,14 +202,20 @@ export function explainFailures(
       if (b.lostExamples.length < 10) b.lostExamples.push(describe());
       continue;
     }
-    const d = disruptions.find((x) => overlaps(r, x));
-    if (!d) {
-      b.unexplained++;
-      if (b.lostExamples.length < 10) b.lostExamples.push(describe());
-    } else if (r.startAt < d.startAt) b.inFlightAtDisruption++;
-    else b.duringDisruption++;
+    // In flight at the instant a disruption began: the only failure a session is excused.
+    const atKill = disruptions.find((x) => r.startAt < x.startAt && x.startAt <= r.endAt);
+    if (atKill) {
+      b.inFlightAtDisruption++;
+      b.inFlightExamples.push(
+        `${r.target} ${r.connection} ${at(r.startAt)} → ${at(r.endAt)}: ${kind} (at ${atKill.what})`,
+      );
+      continue;
+    }
+    if (disruptions.some((x) => overlaps(r, x))) b.duringDisruption++;
+    else b.unexplained++;
+    if (b.lostExamples.length < 10) b.lostExamples.push(describe());
   }
-  b.lost = b.unexplained + b.unanswered;
+  b.lost = b.duringDisruption + b.unexplained + b.unanswered + b.wrongAnswerer;
   if (sinceDisruption.length)
     b.appOutside.afterLastDisruptionS = {
       p50: round(pct(sinceDisruption, 50), 2),
@@ -223,7 +240,8 @@ export function breakdownLine(b: FailureBreakdown): string {
         `${b.appOutside.afterLastDisruptionS.p50} s p50 / ${b.appOutside.afterLastDisruptionS.max} s max after the last disruption ended`
       : "") +
     `), ${b.answered.other} other;` +
-    ` failed in flight at a disruption ${b.inFlightAtDisruption}, during one ${b.duringDisruption};` +
-    ` lost ${b.lost} (unexplained ${b.unexplained}, unanswered ${b.unanswered})`
+    ` failed in flight at a disruption ${b.inFlightAtDisruption} (excused);` +
+    ` lost ${b.lost} (failed during a disruption ${b.duringDisruption}, unexplained ${b.unexplained},` +
+    ` unanswered ${b.unanswered}, wrong answerer ${b.wrongAnswerer})`
   );
 }
