@@ -171,8 +171,8 @@ program
   .command("hostile-regex")
   .description("hostile filter regexes: the agents' RE2 at 50 000 characters vs V8's RegExp")
   .option("--repeats <n>", "matches of each case", String(defaultHostileRegexBench.repeats))
-  .action((o: { repeats: string }) => {
-    runHostileRegexBench({ ...defaultHostileRegexBench, repeats: Number(o.repeats) });
+  .action(async (o: { repeats: string }) => {
+    await runHostileRegexBench({ ...defaultHostileRegexBench, repeats: Number(o.repeats) });
     process.exit(0);
   });
 program
