@@ -126,13 +126,21 @@ async function waitEstablished(
 
 // Established can precede the kind's storage being ready: a LIST right after it may get
 // 429 "storage is (re)initializing" (with Retry-After) while the watch cache fills. Honour
-// Retry-After until one LIST succeeds, so "installed" means "usable".
+// Retry-After until one LIST succeeds, so "installed" means "usable". The probe asks the watch
+// cache (resourceVersion "0"): a paginated LIST without one is read from etcd and succeeds
+// while the cache still answers everyone else's LIST with 429.
 async function waitServed(kc: KubeConfig, kind: CrdKind, deadline: number, timeoutMs: number): Promise<void> {
   const api = kc.makeApiClient(CustomObjectsApi);
   const plural = crdDefinitions[kind].plural;
   for (;;) {
     try {
-      await api.listClusterCustomObject({ group: GROUP, version: VERSION, plural, limit: 1 });
+      await api.listClusterCustomObject({
+        group: GROUP,
+        version: VERSION,
+        plural,
+        resourceVersion: "0",
+        limit: 1,
+      });
       return;
     } catch (err) {
       const retriable =
