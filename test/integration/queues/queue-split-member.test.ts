@@ -24,7 +24,14 @@ import {
   type Message,
   type SQSClient,
 } from "@aws-sdk/client-sqs";
-import { AppsV1Api, CoreV1Api, type KubeConfig, type V1EnvVar } from "@kubernetes/client-node";
+import {
+  AppsV1Api,
+  CoreV1Api,
+  PatchStrategy,
+  setHeaderOptions,
+  type KubeConfig,
+  type V1EnvVar,
+} from "@kubernetes/client-node";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import {
   clusterSessionClient,
@@ -37,6 +44,7 @@ import { SPLIT_QUEUES_ANNOTATION } from "../../../control-plane/src/queues/consu
 import { QUEUE_TAGS } from "../../../control-plane/src/queues/queue-refs.js";
 import { QUEUE_SPLIT_FINALIZER } from "../../../control-plane/src/queues/queue-split-status.js";
 import { tempQueueName } from "../../../control-plane/src/queues/temp-queues.js";
+import { rolloutDone } from "../../../control-plane/src/queues/workload-rollout.js";
 import { freePorts, startClusterSet, type ClusterSet } from "../../env/index.js";
 import {
   ELASTICMQ_ACCOUNT_ID,
@@ -625,6 +633,40 @@ describe("queue splitting by the member control plane (single-cluster sessions)"
     await cp!.stop(10_000);
     cp = undefined;
   }, 120_000);
+
+  it("holds a rollout unfinished while a pod of the workload is still terminating (its grace period reads the old queue)", async () => {
+    const ref = { kind: "deployment", namespace: "default", name: "shop" } as const;
+    await eventually("shop's rollout done", () => rolloutDone(kc, ref), {
+      timeoutMs: 30_000,
+      intervalMs: 200,
+    });
+    // A pod of the workload whose deletion started but that still runs: a finalizer holds it
+    // the way a kubelet's grace period holds a real one (status stops counting it either way).
+    const core = kc.makeApiClient(CoreV1Api);
+    const name = "shop-old-terminating";
+    await core.createNamespacedPod({
+      namespace: "default",
+      body: {
+        metadata: { name, labels: { app: "shop" }, finalizers: ["switchyard.test/hold"] },
+        spec: { containers: [{ name: "app", image: "example.invalid/shop:1" }] },
+      },
+    });
+    try {
+      await core.deleteNamespacedPod({ namespace: "default", name });
+      expect(await rolloutDone(kc, ref)).toBe(false);
+      // A terminating pod of another workload (labels the selector does not match) holds nothing.
+      await core.patchNamespacedPod(
+        { namespace: "default", name, body: { metadata: { labels: { app: "other" } } } },
+        setHeaderOptions("Content-Type", PatchStrategy.MergePatch),
+      );
+      expect(await rolloutDone(kc, ref)).toBe(true);
+    } finally {
+      await core.patchNamespacedPod(
+        { namespace: "default", name, body: { metadata: { finalizers: null } } },
+        setHeaderOptions("Content-Type", PatchStrategy.MergePatch),
+      );
+    }
+  });
 
   it("drains the output queue of a session gone while it was stopped back into its original, and leaves another cluster's alone", async () => {
     // As a crash leaves them: the control plane is down, the session never existed on the API server.
