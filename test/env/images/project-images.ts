@@ -4,7 +4,8 @@
 //   WORKDIR, ENV, USER, EXPOSE, ENTRYPOINT and CMD — on a Node runtime layer (the host's
 //   `node` and its libraries, where the Dockerfile has node:*-slim);
 // - the redirect image for the sidecar's iptables init container (oci-image.ts iptablesImage);
-// - the demo app image: a small HTTP app (fixtures/demo-app.mjs) as the e2e suites' target.
+// - the demo app image: a small HTTP app (fixtures/demo-app.mjs) as the e2e suites' target, and
+//   the queue consumer it runs when its environment names a queue (fixtures/queue-consumer.mjs).
 import { dirname, join, posix } from "node:path";
 import { fileURLToPath } from "node:url";
 import { statSync } from "node:fs";
@@ -19,7 +20,7 @@ export const DEMO_APP_IMAGE = "switchyard.test/demo-app:1";
 export const DEMO_APP_PORT = 8080;
 
 const PATH_ENV = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
-const DEMO_APP = join(dirname(fileURLToPath(import.meta.url)), "fixtures", "demo-app.mjs");
+const FIXTURES = join(dirname(fileURLToPath(import.meta.url)), "fixtures");
 
 /** The final stage's files: each `COPY --from=build /src/x dest` as the build output's x at dest. */
 export function finalStageFiles(final: DockerStage, build: ProductBuild): ImageFile[] {
@@ -62,13 +63,19 @@ export async function productImage(name = PRODUCT_IMAGE): Promise<ImageSpec> {
   return productImageFrom(buildProduct(), name);
 }
 
-/** The demo app: `node /app/demo-app.mjs` as uid 10001, port DEMO_APP_PORT. */
+/** The demo app: `node /app/demo-app.mjs` (and the queue consumer it may start) as uid 10001, port DEMO_APP_PORT. */
 export async function demoAppImage(name = DEMO_APP_IMAGE): Promise<ImageSpec> {
   const runtime = await nodeRuntimeImage(name);
   return {
     name,
     files: runtime.files,
-    layers: [[{ path: "/app/demo-app.mjs", source: DEMO_APP, mode: 0o644 }]],
+    layers: [
+      ["demo-app.mjs", "queue-consumer.mjs"].map((f) => ({
+        path: `/app/${f}`,
+        source: join(FIXTURES, f),
+        mode: 0o644,
+      })),
+    ],
     entrypoint: ["node", "/app/demo-app.mjs"],
     env: [PATH_ENV, `PORT=${DEMO_APP_PORT}`],
     workingDir: "/app",

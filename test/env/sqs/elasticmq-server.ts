@@ -1,6 +1,6 @@
 // A real SQS-compatible server for tests: ElasticMQ (elasticmq-install.ts puts its jars in the
-// binary cache) on the JVM, speaking the AWS JSON protocol the AWS SDK uses, on 127.0.0.1 and a
-// free port. Each server lives in its own `set-sqs-*` directory of processes.ts — its config,
+// binary cache) on the JVM, speaking the AWS JSON protocol the AWS SDK uses, on 127.0.0.1 (or
+// the address it is given) and a free port. Each server lives in its own `set-sqs-*` directory of processes.ts — its config,
 // Java's temp directory and the log — so a killed owner's server is swept like a cluster set's
 // processes, and `stop()` removes every file. Any number may run at once (one per workload
 // cluster). Queues live in memory only: a stopped server's queues are gone.
@@ -18,7 +18,7 @@ import { ensureElasticmq, javaCommand } from "./elasticmq-install.js";
 export const ELASTICMQ_ACCOUNT_ID = "000000000000";
 
 export interface ElasticmqServer {
-  /** `http://127.0.0.1:<port>`: the SQS endpoint, and the prefix of every queue URL. */
+  /** `http://<host>:<port>` (host 127.0.0.1 unless told): the SQS endpoint, and the prefix of every queue URL. */
   endpoint: string;
   port: number;
   /** The region ElasticMQ puts in queue ARNs (default "us-east-1"). */
@@ -39,6 +39,13 @@ export interface ElasticmqOptions {
   readyTimeoutMs?: number;
   /** The region of queue ARNs and of the clients `sqsClientFor` builds (default "us-east-1"). */
   region?: string;
+  /**
+   * The address it listens on and puts in queue URLs (default "127.0.0.1"): a test node's host
+   * address (`10.<block>.<i>.1`) makes it reachable from that node's pods and from this machine.
+   */
+  host?: string;
+  /** Its port (default: a free one). */
+  port?: number;
 }
 
 const NAME = /^[a-z0-9][a-z0-9-]{0,39}$/;
@@ -72,12 +79,12 @@ export function sqsClientFor(
   });
 }
 
-function serverConfig(port: number, region: string): string {
+function serverConfig(host: string, port: number, region: string): string {
   return [
     'include classpath("application.conf")',
     // The address in queue URLs: what clients dial.
-    `node-address { protocol = http, host = "127.0.0.1", port = ${port}, context-path = "" }`,
-    `rest-sqs { enabled = true, bind-port = ${port}, bind-hostname = "127.0.0.1", sqs-limits = strict }`,
+    `node-address { protocol = http, host = "${host}", port = ${port}, context-path = "" }`,
+    `rest-sqs { enabled = true, bind-port = ${port}, bind-hostname = "${host}", sqs-limits = strict }`,
     `aws { region = "${region}", accountId = "${ELASTICMQ_ACCOUNT_ID}" }`,
     // In memory only (the defaults, said here so that no file is ever written elsewhere).
     'queues-storage { enabled = false, path = "" }',
@@ -86,10 +93,13 @@ function serverConfig(port: number, region: string): string {
   ].join("\n");
 }
 
-/** Resolves ElasticMQ's jars if needed, starts it on 127.0.0.1 and a free port, and waits until ListQueues answers. */
+/** Resolves ElasticMQ's jars if needed, starts it (on 127.0.0.1 and a free port unless told), and waits until ListQueues answers. */
 export async function startElasticmq(options: ElasticmqOptions = {}): Promise<ElasticmqServer> {
   const name = options.name ?? "elasticmq";
   const region = options.region ?? "us-east-1";
+  const host = options.host ?? "127.0.0.1";
+  if (!/^\d{1,3}(\.\d{1,3}){3}$/.test(host))
+    throw new Error(`startElasticmq: host ${JSON.stringify(host)} must be an IPv4 address of this machine`);
   if (!NAME.test(name))
     throw new Error(`startElasticmq: name ${JSON.stringify(name)} must match ${NAME} (it names a directory)`);
   if (!REGION.test(region))
@@ -114,8 +124,8 @@ export async function startElasticmq(options: ElasticmqOptions = {}): Promise<El
     const tmpDir = join(group.dir, "tmp");
     mkdirSync(tmpDir, { recursive: true });
     const configFile = join(group.dir, "elasticmq.conf");
-    const [port] = await freePorts(1);
-    writeFileSync(configFile, serverConfig(port!, region));
+    const port = options.port ?? (await freePorts(1))[0]!;
+    writeFileSync(configFile, serverConfig(host, port, region));
     const proc = group.spawn(
       name,
       java,
@@ -131,7 +141,7 @@ export async function startElasticmq(options: ElasticmqOptions = {}): Promise<El
       { cwd: group.dir },
     );
     server = proc;
-    const endpoint = `http://127.0.0.1:${port}`;
+    const endpoint = `http://${host}:${port}`;
     const probe = sqsClientFor({ endpoint, region }, { maxAttempts: 1, requestTimeoutMs: 2000 });
     try {
       await eventually(
@@ -154,7 +164,7 @@ export async function startElasticmq(options: ElasticmqOptions = {}): Promise<El
     }
     return {
       endpoint,
-      port: port!,
+      port,
       region,
       accountId: ELASTICMQ_ACCOUNT_ID,
       version: versions.elasticmq,

@@ -35,6 +35,8 @@ import { startNodes, type NodeSet } from "../nodes/node-set.js";
 import type { TestNode } from "../nodes/node.js";
 import { createCertificateAuthority, type CertificateAuthority } from "../pki.js";
 import { envRoot, ProcessGroupDir } from "../processes.js";
+import { freePorts } from "../ports.js";
+import { ELASTICMQ_CREDENTIALS, startElasticmq, type ElasticmqServer } from "../sqs/elasticmq-server.js";
 import { createPodDemo, DEMO_NODE_PORT } from "./pod-demo.js";
 import { describePodProblems } from "./pod-problems.js";
 import {
@@ -65,6 +67,15 @@ export interface PodStackOptions {
   demoReplicas?: number;
   /** Extra env vars of the demo Deployment. */
   demoEnv?: Record<string, string>;
+  /** Extra env vars of one cluster's demo Deployment, from what the stack knows of that cluster before it starts. */
+  demoEnvFor?: (cluster: PodClusterAddresses) => Record<string, string>;
+  /**
+   * An ElasticMQ per workload cluster, listening on that cluster's node host address (its pods
+   * and this machine reach it there), and the cluster's control plane splitting queues against
+   * it as the chart configures it (queues.sqs: endpoint, region, static credentials from a
+   * Secret). Default false.
+   */
+  sqs?: boolean;
   /** Sidecar agents serve wss:// with the stack's CA (default true). */
   agentTls?: boolean;
   /**
@@ -79,6 +90,15 @@ export interface PodStackOptions {
   onPhase?: (phase: string, ms: number) => void;
 }
 
+/** Where a workload cluster's pods reach this machine, known before its node starts. */
+export interface PodClusterAddresses {
+  name: string;
+  /** This machine's address on the cluster's node link: what its pods dial to reach the host. */
+  hostIp: string;
+  /** With `sqs`: the cluster's SQS endpoint (`http://<hostIp>:<port>`), the prefix of its queue URLs. */
+  sqsEndpoint?: string;
+}
+
 export interface PodWorkload {
   name: string;
   cluster: TestCluster;
@@ -89,6 +109,10 @@ export interface PodWorkload {
   demoUrl: string;
   /** This cluster's routers from outside (what the Primary's routers dial). */
   routerEndpoint: string;
+  /** This machine's address on the node link (see PodClusterAddresses). */
+  hostIp: string;
+  /** With `sqs`: the cluster's ElasticMQ. */
+  sqs?: ElasticmqServer;
 }
 
 export interface PodStack {
@@ -117,6 +141,9 @@ export interface PodStack {
 }
 
 const NAMESPACE_LABEL = "switchyard.dev/stack";
+/** The Secret (in each member's release namespace) holding the SQS test credentials (queues.sqs.credentialsSecret). */
+const SQS_CREDENTIALS_SECRET = "switchyard-sqs";
+const SQS_REGION = "us-east-1";
 
 /** A kubernetes.io/tls Secret from the stack's CA, covering `dnsNames` and `ipAddresses`. */
 async function tlsSecret(
@@ -228,6 +255,7 @@ export async function startPodStack(options: PodStackOptions = {}): Promise<PodS
   let set: ClusterSet | undefined;
   let nodes: NodeSet | undefined;
   let helm: Helm | undefined;
+  const sqsServers: Record<string, ElasticmqServer> = {};
   let stopping: Promise<void> | undefined;
   const stop = () =>
     (stopping ??= (async () => {
@@ -236,6 +264,8 @@ export async function startPodStack(options: PodStackOptions = {}): Promise<PodS
       await nodes?.stop().catch((e: unknown) => errors.push(e));
       helm?.close();
       await set?.stop().catch((e: unknown) => errors.push(e));
+      for (const server of Object.values(sqsServers))
+        await server.stop().catch((e: unknown) => errors.push(e));
       group.remove();
       if (errors.length > 0) throw new Error(errors.map(String).join("\n"));
     })());
@@ -252,6 +282,18 @@ export async function startPodStack(options: PodStackOptions = {}): Promise<PodS
     phase("clusters");
     const block = set.nodeBlock!;
     const nodeIp = (name: string) => nodeAddresses(block, names.indexOf(name) + 1).nodeIp;
+    const hostIp = (name: string) => nodeAddresses(block, names.indexOf(name) + 1).hostIp;
+    // The SQS servers listen on the node links, which exist once the nodes start: their ports
+    // are chosen now, for the charts' values and the demos' environment.
+    const sqsPorts = options.sqs ? await freePorts(workloadNames.length) : [];
+    const addresses = (name: string): PodClusterAddresses => {
+      const i = workloadNames.indexOf(name);
+      return {
+        name,
+        hostIp: hostIp(name),
+        ...(options.sqs ? { sqsEndpoint: `http://${hostIp(name)}:${sqsPorts[i]}` } : {}),
+      };
+    };
     const ca = await createCertificateAuthority("switchyard-pod-stack-ca");
     const caFile = join(group.dir, "ca.crt");
     writeFileSync(caFile, ca.certPem, { mode: 0o600 });
@@ -271,6 +313,18 @@ export async function startPodStack(options: PodStackOptions = {}): Promise<PodS
         const c = s.get(name);
         const kc = c.kubeConfig();
         await prepareNamespace(kc, ca, nodeIp(name));
+        const sqsEndpoint = addresses(name).sqsEndpoint;
+        if (sqsEndpoint)
+          await kc.makeApiClient(CoreV1Api).createNamespacedSecret({
+            namespace: STACK_NAMESPACE,
+            body: {
+              metadata: { name: SQS_CREDENTIALS_SECRET },
+              stringData: {
+                AWS_ACCESS_KEY_ID: ELASTICMQ_CREDENTIALS.accessKeyId,
+                AWS_SECRET_ACCESS_KEY: ELASTICMQ_CREDENTIALS.secretAccessKey,
+              },
+            },
+          });
         if (agentTls) await tlsSecret(kc, ca, "default", AGENT_TLS_SECRET, [AGENT_TLS_NAME]);
         await installChart(h, c, {
           ...commonValues(nodeIp(name), 1, 1, agentTls, options.injection ? ca.certPem : undefined),
@@ -278,13 +332,25 @@ export async function startPodStack(options: PodStackOptions = {}): Promise<PodS
           multiCluster: { clusterName: name },
           // The Default cluster's control plane runs the branching controllers (--default-cluster).
           ...(name === workloadNames[0] ? { branching: { defaultCluster: true } } : {}),
+          ...(sqsEndpoint
+            ? {
+                queues: {
+                  sqs: {
+                    enabled: true,
+                    region: SQS_REGION,
+                    endpoint: sqsEndpoint,
+                    credentialsSecret: SQS_CREDENTIALS_SECRET,
+                  },
+                },
+              }
+            : {}),
         });
         remoteTokens[name] = await serviceAccountToken(kc, "switchyard-primary");
         await createPodDemo(kc, name, {
           replicas: options.demoReplicas ?? 2,
           // east's Service names its target port (taken by name), west's numbers it (iptables).
           targetPort: workloadNames.indexOf(name) % 2 === 0 ? "name" : "number",
-          ...(options.demoEnv ? { env: options.demoEnv } : {}),
+          env: { ...options.demoEnv, ...options.demoEnvFor?.(addresses(name)) },
         });
       }),
     );
@@ -306,6 +372,19 @@ export async function startPodStack(options: PodStackOptions = {}): Promise<PodS
     phase("charts installed");
     nodes = await nodesStarted;
     phase("nodes Ready");
+    if (options.sqs) {
+      await Promise.all(
+        workloadNames.map(async (name, i) => {
+          sqsServers[name] = await startElasticmq({
+            name: `sqs-${name}`,
+            region: SQS_REGION,
+            host: hostIp(name),
+            port: sqsPorts[i]!,
+          });
+        }),
+      );
+      phase("SQS servers");
+    }
     const components = ["switchyard-control-plane", "switchyard-router"];
     await Promise.all(
       names.map((name) =>
@@ -353,6 +432,8 @@ export async function startPodStack(options: PodStackOptions = {}): Promise<PodS
             nodeIp: nodeIp(name),
             demoUrl: `http://${nodeIp(name)}:${DEMO_NODE_PORT}`,
             routerEndpoint: `wss://${nodeIp(name)}:${ROUTER_NODE_PORT}`,
+            hostIp: hostIp(name),
+            ...(sqsServers[name] ? { sqs: sqsServers[name] } : {}),
           },
         ]),
       ),
