@@ -8,7 +8,7 @@
 // the command runs in exec's own namespaces: east's DNS, Services and files with no proxy
 // variables, for any program (transparent-network.ts); those runs use the CLI as installed
 // (the package's bundled bin).
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer as createHttpServer, request as httpRequest } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -51,8 +51,12 @@ import {
   snapshotHostState,
   type HostState,
 } from "../env/nodes/host-state.js";
+import { POSTGRES_IMAGE } from "../env/databases/postgres-image.js";
 import {
+  BRANCH_QUERY,
   deleteOrdersDb,
+  ORDERS_DB,
+  ORDERS_DB_URL,
   ORDERS_QUERY,
   probeAnswers,
   probeScript,
@@ -249,6 +253,10 @@ beforeAll(async () => {
   hostBefore = await baselineHostState();
   stack = await startPodStack({
     injection: true,
+    // east's branches are database pods of the test PostgreSQL image (imported with orders-db),
+    // made from the orders-db the demo's DATABASE_URL names.
+    branchPodImage: POSTGRES_IMAGE,
+    demoEnv: { DATABASE_URL: ORDERS_DB_URL },
     onPhase: (phase, ms) => console.log(`[pods] ${phase} at ${(ms / 1000).toFixed(1)} s`),
   });
   second = await stack.primary.mintUser("second-developer", ["developers"]);
@@ -280,11 +288,19 @@ describe("transparent network", () => {
    * `switchyard exec --network=transparent -- …command` until it ends, with the CLI as a user
    * installs it (the package's bundled bin and its namespace helper).
    */
-  async function execToEnd(command: string[], name: string) {
+  async function execToEnd(command: string[], name: string, flags: string[] = []) {
     const proc = await launch({
       name: `switchyard-exec-${name}`,
       command: process.execPath,
-      args: [installedCli(), "exec", ...stack.developerCliArgs, "--network=transparent", "--", ...command],
+      args: [
+        installedCli(),
+        "exec",
+        ...stack.developerCliArgs,
+        "--network=transparent",
+        ...flags,
+        "--",
+        ...command,
+      ],
       env: { TMPDIR: runTmp },
     });
     running.push(proc);
@@ -319,7 +335,7 @@ describe("transparent network", () => {
     }
   }, 240_000);
 
-  it("reaches a PostgreSQL of east by its cluster DNS name", async () => {
+  it("reaches a PostgreSQL of east by its cluster DNS name, and a branch pod of it by the branch's Service name", async () => {
     const kc = stack.set.get("east").kubeConfig();
     const t0 = Date.now();
     try {
@@ -337,10 +353,56 @@ describe("transparent network", () => {
         proxy: [],
       });
       expect(run.leftovers).toEqual([]);
+
+      // A session with a branch of that database: east's control plane makes it as a database
+      // pod seeding itself from orders-db, and the command reaches it by its Service's name.
+      const config = join(runTmp, "branch.json");
+      writeFileSync(
+        config,
+        JSON.stringify({ branches: [{ envVar: "DATABASE_URL", engine: "postgres", copy: { mode: "all" } }] }),
+      );
+      const branched = await execToEnd([process.execPath, "-e", BRANCH_QUERY], "branch", [
+        "--config",
+        config,
+      ]);
+      const bwhy = `CLI output:\n${branched.output}`;
+      expect(branched.code, bwhy).toBe(0);
+      const seen = JSON.parse(branched.stdout.split("\n").find((l) => l.startsWith("{")) ?? "null") as {
+        host: string;
+        port: string;
+        db: string;
+        user: string;
+        orders: string;
+      };
+      expect(seen.host, bwhy).toMatch(/^sy-[a-z0-9-]+\.default\.svc$/);
+      expect(seen.port, bwhy).toBe("5432");
+      expect(seen.db, bwhy).toMatch(/^sy_/);
+      expect(seen.user, bwhy).not.toBe(ORDERS_DB.user);
+      expect(seen.orders, bwhy).toBe("east-widget,east-gadget,laptop-widget");
+      expect(branched.output).toContain("(CMD reaches it on the transparent network)");
+      expect(branched.output).not.toContain(ORDERS_DB.password);
+      expect(branched.leftovers).toEqual([]);
+      // The session's own branch goes with it: its pod too. The source never saw the write.
+      await eventually(
+        "the branch pod gone",
+        async () =>
+          (
+            await core("east").listNamespacedPod({
+              namespace: "default",
+              labelSelector: "switchyard.dev/branch-pod",
+            })
+          ).items.length === 0,
+        POLL,
+      );
+      const again = await execToEnd([process.execPath, "-e", ORDERS_QUERY], "orders-after");
+      expect(again.code, again.output).toBe(0);
+      expect(JSON.parse(again.stdout.split("\n").find((l) => l.startsWith("{")) ?? "null").orders).toBe(
+        "east-widget=12.5,east-gadget=30",
+      );
     } finally {
       await deleteOrdersDb(kc);
     }
-  }, 240_000);
+  }, 360_000);
 
   it("delivers stolen requests to a server inside the namespace, also published on this machine's port", async () => {
     const e = await exec(["--steal", "--network=transparent"], {

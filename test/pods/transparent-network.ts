@@ -44,6 +44,27 @@ export const ORDERS_DB = {
   database: "orders",
 };
 
+/** orders-db's URL as a workload of east holds it (the demo's DATABASE_URL): what a branch is made from. */
+export const ORDERS_DB_URL = `postgres://${ORDERS_DB.user}:${ORDERS_DB.password}@${ORDERS_DB.name}.default.svc:5432/${ORDERS_DB.database}`;
+
+/**
+ * A Node script (run with `node -e` from the repository root) that connects to DATABASE_URL as
+ * the session gives it, adds an order and prints where it connected and the orders it sees.
+ */
+export const BRANCH_QUERY = `
+const { Client } = require("pg");
+(async () => {
+  const url = new URL(process.env.DATABASE_URL);
+  const c = new Client({ connectionString: process.env.DATABASE_URL });
+  await c.connect();
+  await c.query("insert into orders (item, total) values ('laptop-widget', 1)");
+  const r = await c.query("select current_database() as db, current_user as user, " +
+    "(select string_agg(item, ',' order by id) from orders) as orders");
+  console.log(JSON.stringify({ host: url.hostname, port: url.port, ...r.rows[0] }));
+  await c.end();
+})().catch((e) => { console.error(e); process.exit(1); });
+`;
+
 /** A Node script (run with `node -e` from the repository root) that queries orders-db by its cluster DNS name. */
 export const ORDERS_QUERY = `
 const { Client } = require("pg");

@@ -2,7 +2,8 @@
 // 1. opens the session (progress on stderr; its database branches first, its queue splits
 //    until each is Splitting), forwards a local port to each branch through the Default
 //    cluster, and reads the Default cluster's environment with each branch variable pointed
-//    at its local port and each split queue's variable at the session's output queue;
+//    at its local port (on the transparent network: at the branch's own host, which CMD
+//    reaches itself) and each split queue's variable at the session's output queue;
 // 2. subscribes the requested ports (mirror or steal, optional HTTP filter) and delivers
 //    that traffic to CMD's local ports;
 // 3. starts the local SOCKS5/HTTP proxy whose connections leave from the Default cluster;
@@ -17,7 +18,7 @@ import type { KubeConfig } from "@kubernetes/client-node";
 import { CliError, CliErrorCode } from "../sdk/cli-errors.js";
 import { describeFilter } from "../sdk/session/http-filter.js";
 import { describeSplitFilter } from "../sdk/kube/session-queues.js";
-import { BranchForwards } from "../sdk/local/branch-forward.js";
+import { BranchForwards, directBranchRewrites } from "../sdk/local/branch-forward.js";
 import type { Session } from "../sdk/kube/open-session.js";
 import type { SessionConfig } from "../sdk/local/session-config.js";
 import type { SessionClientOptions } from "../sdk/session/session-client.js";
@@ -163,7 +164,12 @@ async function runWithSession(
   client.on("remoteError", (e) => warn(`remote error: ${e.message}`));
 
   let forwards: BranchForwards | undefined;
-  if (session.branches.length > 0) {
+  const direct = local.early && session.branches.length > 0 ? directBranchRewrites(session.branches) : [];
+  for (const r of direct)
+    log(
+      `${r.variable} → database ${r.database} of branch ${session.branches.find((b) => b.envVar === r.variable)!.name} at ${r.host}:${r.port} (CMD reaches it on the transparent network)`,
+    );
+  if (session.branches.length > 0 && !local.early) {
     forwards = local.forwards = new BranchForwards(session.branches, {
       dialer: { dial: (host, port) => client.connectTcp(host, port) },
       onError: (name, err) => warn(`database branch ${name}: connection failed: ${err.message}`),
@@ -185,7 +191,7 @@ async function runWithSession(
   const remoteEnv = await client.env({
     include: cfg.envInclude,
     exclude: cfg.envExclude,
-    ...(forwards ? { branches: forwards.rewrites() } : {}),
+    ...(forwards ? { branches: forwards.rewrites() } : direct.length ? { branches: direct } : {}),
     ...(session.queues.length ? { queues: session.queueRewrites() } : {}),
   });
   log(`read ${Object.keys(remoteEnv).length} environment variables from the default cluster`);

@@ -76,6 +76,12 @@ export interface PodStackOptions {
    * Secret). Default false.
    */
   sqs?: boolean;
+  /**
+   * The Default cluster's branching makes PostgreSQL branches as database pods of this image
+   * (the chart's branching.postgres.provisioner=pod): import it into that cluster's node before
+   * the first branch. Default: branches on a server (none configured).
+   */
+  branchPodImage?: string;
   /** Sidecar agents serve wss:// with the stack's CA (default true). */
   agentTls?: boolean;
   /**
@@ -331,7 +337,16 @@ export async function startPodStack(options: PodStackOptions = {}): Promise<PodS
           multiClusterMember: true,
           multiCluster: { clusterName: name },
           // The Default cluster's control plane runs the branching controllers (--default-cluster).
-          ...(name === workloadNames[0] ? { branching: { defaultCluster: true } } : {}),
+          ...(name === workloadNames[0]
+            ? {
+                branching: {
+                  defaultCluster: true,
+                  ...(options.branchPodImage
+                    ? { postgres: { provisioner: "pod", pod: { image: options.branchPodImage } } }
+                    : {}),
+                },
+              }
+            : {}),
           ...(sqsEndpoint
             ? {
                 queues: {

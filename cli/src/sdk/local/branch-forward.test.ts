@@ -3,7 +3,7 @@
 // Default cluster's agent), the rewrite the agent is asked for, and close() ending it all.
 import { connect, createServer, type AddressInfo, type Server, type Socket } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
-import { BranchForwards, type ForwardedBranch } from "./branch-forward.js";
+import { BranchForwards, directBranchRewrites, type ForwardedBranch } from "./branch-forward.js";
 
 const PASSWORD = "Br4nchPassw0rdXYZ";
 const branch = (envVar: string, port: string): ForwardedBranch => ({
@@ -111,5 +111,28 @@ describe("BranchForwards", () => {
       s.once("connect", () => resolve("connected"));
     });
     expect(refused).toBe("ECONNREFUSED");
+  });
+});
+
+describe("directBranchRewrites", () => {
+  it("points each variable at the branch's own host and port, with its database and account", () => {
+    expect(directBranchRewrites([branch("DATABASE_URL", "5432"), branch("REPORTS_URL", "6432")])).toEqual([
+      {
+        variable: "DATABASE_URL",
+        database: "sy_db",
+        user: "sy_u",
+        password: PASSWORD,
+        host: "pg.branches.svc",
+        port: 5432,
+      },
+      {
+        variable: "REPORTS_URL",
+        database: "sy_db",
+        user: "sy_u",
+        password: PASSWORD,
+        host: "pg.branches.svc",
+        port: 6432,
+      },
+    ]);
   });
 });

@@ -5,6 +5,9 @@
 // driver at 127.0.0.1:<port>: the env rewrite the Default agent is asked for (`rewrites`)
 // carries that address and the branch's database, user and password. Listeners live in
 // the CLI process and close with it; `close()` ends them and every open connection.
+// Under `--network=transparent` CMD resolves cluster names and dials them itself (its
+// connections leave from the Default cluster): `directBranchRewrites` then points each
+// variable at the branch's own host and port, and no listener is opened.
 import { createServer, type AddressInfo, type Server, type Socket } from "node:net";
 import type { BranchCredentials } from "../../../../proto/api/v1alpha1/index.js";
 import type { EnvBranchRewrite } from "../session/session-requests.js";
@@ -114,4 +117,19 @@ export class BranchForwards {
     this.#listeners = [];
     await Promise.all(listeners.map((l) => new Promise<void>((resolve) => l.server.close(() => resolve()))));
   }
+}
+
+/**
+ * The rewrites for a CMD on the transparent network: each variable → the branch at its own
+ * host and port (e.g. a branch pod's Service name), which CMD reaches through the session.
+ */
+export function directBranchRewrites(branches: readonly ForwardedBranch[]): EnvBranchRewrite[] {
+  return branches.map((b) => ({
+    variable: b.envVar,
+    database: b.credentials.database,
+    user: b.credentials.user,
+    password: b.credentials.password,
+    host: b.credentials.host,
+    port: Number(b.credentials.port),
+  }));
 }
