@@ -7,7 +7,8 @@
 // west's numbers it (the iptables init container redirects it). Under `--network=transparent`
 // the command runs in exec's own namespaces: east's DNS, Services and files with no proxy
 // variables, for any program (transparent-network.ts); those runs use the CLI as installed
-// (the package's bundled bin).
+// (the package's bundled bin). Last, SQS queue splitting on the same pods (queue-splitting.ts):
+// each cluster has an SQS of its own that the demo consumes.
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer as createHttpServer, request as httpRequest } from "node:http";
 import { tmpdir } from "node:os";
@@ -32,6 +33,13 @@ import type { ClusterUser } from "../env/clusters/cluster-set.js";
 import { launch, repoRoot, tsx, type LaunchedProcess } from "../support/launch.js";
 import { eventually, type PollOptions } from "../support/poll.js";
 import { inClusterGet } from "./in-cluster-get.js";
+import {
+  describeQueueSplitting,
+  ledgerPort,
+  queueDemoEnv,
+  startQueueSplitting,
+  type QueueSplitting,
+} from "./queue-splitting.js";
 import {
   allBornAndReady,
   BORN_DEPLOYMENT,
@@ -66,6 +74,7 @@ import {
 } from "./transparent-network.js";
 
 let stack: PodStack;
+let queues: QueueSplitting | undefined;
 let second: ClusterUser;
 let hostBefore: HostState;
 const originalTemplates: Record<string, V1PodTemplateSpec> = {};
@@ -251,8 +260,12 @@ async function restored(cluster: string): Promise<boolean> {
 
 beforeAll(async () => {
   hostBefore = await baselineHostState();
+  const ledger = await ledgerPort();
   stack = await startPodStack({
     injection: true,
+    // Queue splitting (queue-splitting.ts): an SQS per workload cluster, the demo consuming it.
+    sqs: true,
+    demoEnvFor: queueDemoEnv(ledger),
     // east's branches are database pods of the test PostgreSQL image (imported with orders-db),
     // made from the orders-db the demo's DATABASE_URL names.
     branchPodImage: POSTGRES_IMAGE,
@@ -264,6 +277,7 @@ beforeAll(async () => {
     const d = await apps(name).readNamespacedDeployment({ name: "demo", namespace: "default" });
     originalTemplates[name] = d.spec!.template;
   }
+  queues = await startQueueSplitting(stack, ledger);
 }, 600_000);
 
 afterEach(async () => {
@@ -271,6 +285,7 @@ afterEach(async () => {
 });
 
 afterAll(async () => {
+  await queues?.close();
   await stack?.stop();
 }, 180_000);
 
@@ -1006,3 +1021,6 @@ function agentPids(pod: string): number[] {
   }
   return pids;
 }
+
+// Last: its sessions split the demo's queue and roll the demo out.
+describeQueueSplitting(() => queues!);

@@ -64,14 +64,6 @@ export interface EmbeddedStackOptions {
    */
   branchServers?: { postgres?: string; mysql?: string };
   /**
-   * SQS-compatible endpoints per workload cluster (e.g. ElasticMQ's): each listed cluster's
-   * control plane splits queues (`--sqs-splitting`) against its own endpoint, with the chart's
-   * queue RBAC, and the static test credentials of `SQS_TEST_CREDENTIALS` in its environment.
-   */
-  sqsEndpoints?: Record<string, { endpoint: string; region: string }>;
-  /** Per-cluster variables of the demo Deployment, over `demoEnv` (e.g. each cluster's own queue). */
-  demoEnvByCluster?: Record<string, Record<string, string>>;
-  /**
    * Told when a component (control plane, router) exits on its own once started — not when
    * stop() or killPrimaryRouter() ends it: a person running the stack must hear of it.
    */
@@ -177,9 +169,6 @@ function startControlPlane(
     env,
   );
 }
-
-/** What an SQS-compatible test server accepts (ElasticMQ checks no signature). */
-export const SQS_TEST_CREDENTIALS = { AWS_ACCESS_KEY_ID: "test", AWS_SECRET_ACCESS_KEY: "test" } as const;
 
 /** A kubeconfig that authenticates with a ServiceAccount token of the chart. */
 function tokenKubeconfig(dir: string, c: TestCluster, user: string, tok: string): string {
@@ -304,17 +293,6 @@ async function install(
         multiCluster: { clusterName: w.name },
         // The Default cluster's control plane makes branches: the chart grants what that needs.
         ...(w.name === workloadNames[0] ? { branching: { defaultCluster: true } } : {}),
-        ...(options.sqsEndpoints?.[w.name]
-          ? {
-              queues: {
-                sqs: {
-                  enabled: true,
-                  region: options.sqsEndpoints[w.name]!.region,
-                  endpoint: options.sqsEndpoints[w.name]!.endpoint,
-                },
-              },
-            }
-          : {}),
       });
       remoteTokens[w.name] = await token(w.cluster.kubeConfig(), "switchyard-primary");
     }),
@@ -339,10 +317,7 @@ async function install(
   await Promise.all(
     Object.values(workloads).map(async (w) => {
       apps.push(await demoApp(w.name, w.ip, w.appRequests));
-      await createDemo(w.cluster.kubeConfig(), w.name, {
-        ...options.demoEnv,
-        ...options.demoEnvByCluster?.[w.name],
-      });
+      await createDemo(w.cluster.kubeConfig(), w.name, { ...options.demoEnv });
     }),
   );
 
@@ -396,11 +371,6 @@ async function install(
     branchingArgs.push(`--branch-${engine}-url-file=${file}`);
   }
 
-  const sqsArgs = (cluster: string) => {
-    const sqs = options.sqsEndpoints?.[cluster];
-    return sqs ? ["--sqs-splitting", `--sqs-region=${sqs.region}`, `--sqs-endpoint=${sqs.endpoint}`] : [];
-  };
-
   const memberControlPlanes: Record<string, { proc: Proc; restarts: number; restart: () => Promise<void> }> =
     {};
   // Member control planes and gateway routers.
@@ -425,10 +395,8 @@ async function install(
         `--agent-traffic-port-offset=${TRAFFIC_OFFSET}`,
         `--agent-state-dir=${join(agentDir, w.name)}`,
         ...(w.name === defaultCluster ? branchingArgs : []),
-        ...sqsArgs(w.name),
       ];
-      const env = options.sqsEndpoints?.[w.name] ? { ...SQS_TEST_CREDENTIALS } : undefined;
-      const cp = await startControlPlane(c, `${w.name}-control-plane`, memberArgs, env);
+      const cp = await startControlPlane(c, `${w.name}-control-plane`, memberArgs);
       memberControlPlanes[w.name] = {
         proc: cp,
         restarts: 0,
@@ -442,7 +410,6 @@ async function install(
             c,
             `${w.name}-control-plane-${restarts + 1}`,
             memberArgs,
-            env,
           );
         },
       };
