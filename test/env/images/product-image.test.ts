@@ -9,7 +9,7 @@ import {
   PRODUCT_IMAGE_WORKDIR,
 } from "../../../proto/product-image.js";
 import { writeImageArchive, type ImageFile } from "./oci-image.js";
-import { parseDockerfile, readDockerfile } from "./dockerfile.js";
+import { baseImage, parseDockerfile, parseDockerfileWithArgs, readDockerfile } from "./dockerfile.js";
 import { buildContextFiles, dockerignore, REPO_ROOT } from "./product-build.js";
 import { finalStageFiles, productImageFrom } from "./project-images.js";
 import { testScratchDir } from "../../support/scratch-dir.js";
@@ -138,6 +138,25 @@ describe("parseDockerfile", () => {
       copies: [{ from: "b", sources: ["/src/out"], dest: "/app/sub/o" }],
     });
     expect(() => parseDockerfile("FROM x\nCMD node main.js\n")).toThrow(/exec form/);
+    // Global ARGs (with their lines, continuations counted) fill FROM's ${NAME} and $NAME.
+    const withArgs = parseDockerfileWithArgs(
+      "# c\nARG A=img:1\nARG B\nFROM ${A} AS one\nRUN a \\\n  b\nARG C=x\nFROM $A\n",
+    );
+    expect(withArgs.args).toEqual([
+      { name: "A", value: "img:1", line: 2 },
+      { name: "B", line: 3 },
+    ]);
+    expect(withArgs.stages.map((s) => [s.from, s.fromLine])).toEqual([
+      ["${A}", 4],
+      ["$A", 8],
+    ]);
+    expect(withArgs.stages.map((s) => baseImage(withArgs, s))).toEqual([
+      { image: "img:1", line: 2 },
+      { image: "img:1", line: 2 },
+    ]);
+    expect(() => baseImage(withArgs, { ...withArgs.stages[0]!, from: "${B}" })).toThrow(
+      /B, which no ARG sets/,
+    );
     expect(() => parseDockerfile("FROM x\nADD a b\n")).toThrow(/unsupported/);
   });
 
