@@ -10,6 +10,8 @@ import {
 } from "../../../proto/product-image.js";
 import { writeImageArchive, type ImageFile } from "./oci-image.js";
 import { baseImage, parseDockerfile, parseDockerfileWithArgs, readDockerfile } from "./dockerfile.js";
+import { checkDockerfileNode } from "./node-binary.js";
+import { versions } from "../versions.js";
 import { buildContextFiles, dockerignore, REPO_ROOT } from "./product-build.js";
 import { finalStageFiles, productImageFrom } from "./project-images.js";
 import { testScratchDir } from "../../support/scratch-dir.js";
@@ -95,6 +97,35 @@ describe("the product image: Dockerfile, builder, chart and sidecar agree", () =
     expect(config.WorkingDir).toBe(final.workdir);
     expect(config.Env).toContain("NODE_ENV=production");
     expect(manifest.layers).toHaveLength(2);
+  });
+
+  it("the Dockerfile's Node major is the pinned Node of the test images; a mismatch names the line and the fix", () => {
+    const text = readFileSync(join(REPO_ROOT, "Dockerfile"), "utf8");
+    const file = parseDockerfileWithArgs(text);
+    const major = Number(versions.node.split(".")[0]);
+    expect(checkDockerfileNode(file)).toBe(major);
+    for (const stage of file.stages)
+      expect(baseImage(file, stage).image).toMatch(new RegExp(`^node:${major}-`));
+
+    // Someone bumps the Dockerfile to another Node and not versions.ts.
+    const argLine = text.split("\n").findIndex((l) => l.startsWith("ARG NODE_IMAGE=")) + 1;
+    expect(argLine).toBeGreaterThan(0);
+    const bumped = parseDockerfileWithArgs(
+      text.replace(/^ARG NODE_IMAGE=node:\d+-/m, "ARG NODE_IMAGE=node:26-"),
+    );
+    expect(() => checkDockerfileNode(bumped)).toThrow(
+      new RegExp(
+        `^Dockerfile:${argLine}: the image is node:26-bookworm-slim, Node 26, but the test images' Node is the ` +
+          `pinned ${versions.node.replace(/\./g, "\\.")} \\(test/env/versions\\.ts, versions\\.node\\)\\. Pin a Node 26 release there`,
+      ),
+    );
+    // A stage on another base, and a FROM with its own image, are named by their line too.
+    expect(() =>
+      checkDockerfileNode(parseDockerfileWithArgs("FROM node:24-slim AS b\nFROM debian:12\n")),
+    ).toThrow(/^Dockerfile:2: the stage at line 2 is based on debian:12/);
+    expect(() =>
+      checkDockerfileNode(parseDockerfileWithArgs("FROM node:22.1-alpine\n"), "D", "24.0.0"),
+    ).toThrow(/^D:1: the image is node:22\.1-alpine, Node 22, but .* or set D back to node:24-…\.$/);
   });
 
   it("the chart starts the control plane and the router with node and their main modules", () => {
