@@ -1,5 +1,5 @@
 import { execFileSync } from "node:child_process";
-import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, realpathSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { injectSidecar, AGENT_CONTAINER } from "../../../control-plane/src/member/sidecar-pod-template.js";
@@ -10,7 +10,7 @@ import {
 } from "../../../proto/product-image.js";
 import { writeImageArchive, type ImageFile } from "./oci-image.js";
 import { baseImage, parseDockerfile, parseDockerfileWithArgs, readDockerfile } from "./dockerfile.js";
-import { checkDockerfileNode } from "./node-binary.js";
+import { checkDockerfileNode, nodeBinaryPath } from "./node-binary.js";
 import { versions } from "../versions.js";
 import { buildContextFiles, dockerignore, REPO_ROOT } from "./product-build.js";
 import { finalStageFiles, productImageFrom } from "./project-images.js";
@@ -79,7 +79,12 @@ describe("the product image: Dockerfile, builder, chart and sidecar agree", () =
     expect(spec.workingDir).toBe(final.workdir);
     expect(spec.env).toEqual(expect.arrayContaining(final.env));
     expect(spec.exposedPorts).toEqual(final.expose);
-    expect(paths(spec.files)).toContain("/usr/local/bin/node");
+    // The pinned Node (the Dockerfile's major, below), where node:*-bookworm-slim has it.
+    expect(spec.files).toContainEqual({
+      path: "/usr/local/bin/node",
+      source: realpathSync(nodeBinaryPath()),
+      mode: 0o755,
+    });
 
     // The written config says the same (the runtime layer is left out to keep this fast).
     const archive = writeImageArchive({ ...spec, files: [] }, join(dir, "img.tar"));
