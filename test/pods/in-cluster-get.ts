@@ -13,6 +13,8 @@ export interface InClusterAnswer {
   servedBy: string | null;
   pod: string | null;
   body: string;
+  /** The prober's `process.version`: the Node of the product image, which it runs. */
+  node: string;
   error?: string;
 }
 
@@ -21,9 +23,9 @@ const [urls, headers] = JSON.parse(process.argv[1]);
 for (const url of urls) {
   try {
     const r = await fetch(url, { headers: { ...headers, connection: "close" }, signal: AbortSignal.timeout(10000) });
-    console.log(JSON.stringify({ url, status: r.status, servedBy: r.headers.get("x-served-by"), pod: r.headers.get("x-pod"), body: await r.text() }));
+    console.log(JSON.stringify({ url, status: r.status, servedBy: r.headers.get("x-served-by"), pod: r.headers.get("x-pod"), body: await r.text(), node: process.version }));
   } catch (e) {
-    console.log(JSON.stringify({ url, status: 0, servedBy: null, pod: null, body: "", error: String(e.cause ?? e) }));
+    console.log(JSON.stringify({ url, status: 0, servedBy: null, pod: null, body: "", node: process.version, error: String(e.cause ?? e) }));
   }
 }`;
 

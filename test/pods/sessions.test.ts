@@ -149,27 +149,29 @@ async function explained<T>(e: Exec | undefined, fn: () => Promise<T>): Promise<
   }
 }
 
+/** A GET's answer; `node` is the demo app's `process.version` (its answers only). */
+type Answer = { status: number; servedBy?: string; pod?: string; node?: string; body: string };
+
 /** One GET on a connection of its own (kube-proxy picks a replica per connection). */
 function get(url: string, headers: Record<string, string> = {}) {
-  return new Promise<{ status: number; servedBy: string | undefined; pod: string | undefined; body: string }>(
-    (res, rej) => {
-      const req = httpRequest(url, { agent: false, headers, timeout: 10_000 }, (r) => {
-        let body = "";
-        r.on("data", (c: Buffer) => (body += c.toString()));
-        r.on("end", () =>
-          res({
-            status: r.statusCode ?? 0,
-            servedBy: r.headers["x-served-by"] as string | undefined,
-            pod: r.headers["x-pod"] as string | undefined,
-            body,
-          }),
-        );
-      });
-      req.on("timeout", () => req.destroy(new Error(`GET ${url}: timed out`)));
-      req.on("error", rej);
-      req.end();
-    },
-  );
+  return new Promise<Answer>((res, rej) => {
+    const req = httpRequest(url, { agent: false, headers, timeout: 10_000 }, (r) => {
+      let body = "";
+      r.on("data", (c: Buffer) => (body += c.toString()));
+      r.on("end", () =>
+        res({
+          status: r.statusCode ?? 0,
+          servedBy: r.headers["x-served-by"] as string | undefined,
+          pod: r.headers["x-pod"] as string | undefined,
+          node: r.headers["x-node-version"] as string | undefined,
+          body,
+        }),
+      );
+    });
+    req.on("timeout", () => req.destroy(new Error(`GET ${url}: timed out`)));
+    req.on("error", rej);
+    req.end();
+  });
 }
 
 const apps = (cluster: string) => stack.set.get(cluster).kubeConfig().makeApiClient(AppsV1Api);
@@ -591,6 +593,8 @@ describe("sessions on real pods", () => {
         west.map((p) => `http://${p.status!.podIP}:8080/pod`),
       );
       expect(byPod.map((a) => a.servedBy)).toEqual(["local", "local"]);
+      // The product image runs the Dockerfile's Node (node:24-bookworm-slim), not the host's.
+      expect(byPod[0]!.node).toMatch(/^v24\./);
       const east = await demoPods("east");
       expect(east.some((p) => p.spec?.initContainers?.some((c) => c.name === REDIRECT))).toBe(false);
       const viaService = await inClusterGet(stack.set.get("east").kubeConfig(), [
@@ -782,6 +786,8 @@ describe("sessions on real pods", () => {
           expect((await get(`${w.demoUrl}/c${i}`, { "x-user": "carol" })).servedBy).toBe(`app-${w.name}`);
           expect((await get(`${w.demoUrl}/d${i}`)).servedBy).toBe(`app-${w.name}`);
         }
+        // The demo app's image runs Node 24 too (the image's Node, not the host's).
+        expect((await get(`${w.demoUrl}/node`, { "x-user": "carol" })).node).toMatch(/^v24\./);
       }
     });
     await stopExec(alice);

@@ -16,6 +16,9 @@ export interface DockerCopy {
 
 export interface DockerStage {
   name?: string;
+  /** The FROM image as written (`${NODE_IMAGE}`), and the 1-based line of that FROM. */
+  from: string;
+  fromLine: number;
   workdir: string;
   env: string[];
   user?: string;
@@ -26,26 +29,43 @@ export interface DockerStage {
   runs: string[];
 }
 
+/** An ARG before the first FROM (usable in FROM lines): its default and its 1-based line. */
+export interface DockerArg {
+  name: string;
+  value?: string;
+  line: number;
+}
+
+export interface Dockerfile {
+  args: DockerArg[];
+  stages: DockerStage[];
+}
+
 export class DockerfileError extends Error {
   readonly code = "SWITCHYARD_TEST_DOCKERFILE_UNSUPPORTED";
 }
 
-/** Instructions as `[keyword, rest]`, comments dropped and `\` continuations joined. */
-function instructions(text: string): [string, string][] {
-  const joined = text
-    .split("\n")
-    .filter((l) => !/^\s*#/.test(l))
-    .join("\n")
-    .replace(/\\\n/g, " ");
-  return joined
-    .split("\n")
-    .map((l) => l.trim())
-    .filter(Boolean)
-    .map((l) => {
-      const m = /^(\S+)\s+(.*)$/.exec(l);
-      if (!m) throw new DockerfileError(`cannot read Dockerfile line: ${l}`);
-      return [m[1]!.toUpperCase(), m[2]!.trim()];
-    });
+/** Instructions as `[keyword, rest, line]`, comments dropped and `\` continuations joined. */
+function instructions(text: string): [string, string, number][] {
+  const out: [string, string, number][] = [];
+  let pending: { text: string; line: number } | undefined;
+  const lines = text.split("\n");
+  for (const [i, raw] of lines.entries()) {
+    if (/^\s*#/.test(raw)) continue;
+    const continued = raw.endsWith("\\");
+    const part = continued ? `${raw.slice(0, -1)} ` : raw;
+    pending = pending ? { ...pending, text: pending.text + part } : { text: part, line: i + 1 };
+    if (continued) continue;
+    const l = pending.text.trim();
+    const line = pending.line;
+    pending = undefined;
+    if (!l) continue;
+    const m = /^(\S+)\s+(.*)$/.exec(l);
+    if (!m) throw new DockerfileError(`cannot read Dockerfile line ${line}: ${l}`);
+    out.push([m[1]!.toUpperCase(), m[2]!.trim(), line]);
+  }
+  if (pending?.text.trim()) throw new DockerfileError(`Dockerfile line ${pending.line} ends with \\`);
+  return out;
 }
 
 /** An exec-form JSON array (`["node"]`); the shell form is refused (its meaning needs a shell). */
@@ -56,14 +76,28 @@ function execForm(keyword: string, rest: string): string[] {
 
 /** The stages of `text`, in order. */
 export function parseDockerfile(text: string): DockerStage[] {
+  return parseDockerfileWithArgs(text).stages;
+}
+
+/** The global ARGs (before the first FROM) and the stages of `text`, in order. */
+export function parseDockerfileWithArgs(text: string): Dockerfile {
   const stages: DockerStage[] = [];
-  for (const [keyword, rest] of instructions(text)) {
-    if (keyword === "ARG") continue;
+  const args: DockerArg[] = [];
+  for (const [keyword, rest, line] of instructions(text)) {
+    if (keyword === "ARG") {
+      const m = /^(\w+)(?:=(\S+))?$/.exec(rest);
+      if (!m) throw new DockerfileError(`line ${line}: ARG must be NAME or NAME=value: ${rest}`);
+      // A stage's own ARGs do not reach FROM lines; only the global ones are kept.
+      if (!stages.length) args.push({ name: m[1]!, ...(m[2] !== undefined ? { value: m[2] } : {}), line });
+      continue;
+    }
     if (keyword === "FROM") {
-      const m = /^\S+(?:\s+AS\s+(\S+))?$/i.exec(rest);
+      const m = /^(\S+)(?:\s+AS\s+(\S+))?$/i.exec(rest);
       if (!m) throw new DockerfileError(`cannot read FROM ${rest}`);
       stages.push({
-        ...(m[1] ? { name: m[1] } : {}),
+        ...(m[2] ? { name: m[2] } : {}),
+        from: m[1]!,
+        fromLine: line,
         workdir: "/",
         env: [],
         expose: [],
@@ -120,9 +154,26 @@ export function parseDockerfile(text: string): DockerStage[] {
         throw new DockerfileError(`unsupported Dockerfile instruction ${keyword}`);
     }
   }
-  return stages;
+  return { args, stages };
 }
 
 export function readDockerfile(path: string): DockerStage[] {
   return parseDockerfile(readFileSync(path, "utf8"));
+}
+
+/**
+ * A stage's base image with the global ARG defaults substituted (`${NAME}` and `$NAME`), and the
+ * line that names it: the ARG's when the FROM takes it from one, else the FROM's.
+ */
+export function baseImage(file: Dockerfile, stage: DockerStage): { image: string; line: number } {
+  let line = stage.fromLine;
+  const image = stage.from.replace(/\$\{(\w+)\}|\$(\w+)/g, (_, braced?: string, bare?: string) => {
+    const name = (braced ?? bare)!;
+    const arg = file.args.find((a) => a.name === name);
+    if (arg?.value === undefined)
+      throw new DockerfileError(`line ${stage.fromLine}: FROM ${stage.from} uses ${name}, which no ARG sets`);
+    line = arg.line;
+    return arg.value;
+  });
+  return { image, line };
 }

@@ -4,7 +4,7 @@
 // directory), and written as a reproducible OCI image-layout archive (uncompressed layers) that
 // `ctr -n k8s.io images import` takes as it is. Pods run them with `imagePullPolicy: Never`.
 // The images the real nodes need are here too: the pod sandbox (`pause`, coreutils `sleep`),
-// a Node.js runtime and an iptables image.
+// a Node.js runtime (the pinned Node of node-binary.ts) and an iptables image.
 import { createHash } from "node:crypto";
 import {
   existsSync,
@@ -18,6 +18,7 @@ import {
 } from "node:fs";
 import { dirname, join, posix } from "node:path";
 import { hostOutput } from "../nodes/host-command.js";
+import { imageNodeBinary } from "./node-binary.js";
 import { TarWriter } from "./tar-archive.js";
 
 /** One entry of an image's filesystem, at an absolute path inside the image. */
@@ -233,12 +234,15 @@ export async function pauseImage(name = "switchyard.test/pause:1"): Promise<Imag
   };
 }
 
-/** A Node.js runtime: the host's `node` and its library closure; entrypoint `node`. */
+/**
+ * A Node.js runtime: the pinned Node (node-binary.ts; the Dockerfile's major) at
+ * /usr/local/bin/node, where node:*-bookworm-slim has it, with the host's copies of the shared
+ * libraries `ldd` lists for it (the host is Debian like that image); entrypoint `node`.
+ */
 export async function nodeRuntimeImage(name = "switchyard.test/node:1"): Promise<ImageSpec> {
-  const node = (await hostOutput("sh", ["-c", "command -v node"])).trim();
   return {
     name,
-    files: [...baseDirectories(), ...(await hostBinary(node, "/usr/local/bin/node"))],
+    files: [...baseDirectories(), ...(await hostBinary(imageNodeBinary(), "/usr/local/bin/node"))],
     entrypoint: ["/usr/local/bin/node"],
   };
 }

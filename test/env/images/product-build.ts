@@ -1,8 +1,10 @@
 // The product image's build stage without Docker: the files the Dockerfile's build stage
 // copies (its COPY lines, less .dockerignore) go to a scratch directory in the cache, where
 // `npm run build` compiles them to dist/ and `npm ci --omit=dev` installs the production
-// node_modules, as the Dockerfile's RUN lines do. The working tree is only read. The result is
-// cached under a digest of every input file, so an unchanged tree reuses it.
+// node_modules, as the Dockerfile's RUN lines do, on the image's Node (node-binary.ts: the
+// pinned Node of the Dockerfile's major, first on PATH; npm is the host's, run by that Node).
+// The working tree is only read. The result is cached under a digest of every input file and
+// that Node's version, so an unchanged tree reuses it.
 import { spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import {
@@ -21,7 +23,9 @@ import {
 import { dirname, join, posix, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { binaryCacheDir } from "../binaries.js";
+import { versions } from "../versions.js";
 import { readDockerfile, type DockerStage } from "./dockerfile.js";
+import { imageNodeBinary } from "./node-binary.js";
 
 export const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
 
@@ -80,10 +84,19 @@ export function buildContextFiles(
   return out.sort((a, b) => (a.target < b.target ? -1 : 1));
 }
 
-function run(cwd: string, cmd: string, args: string[]): void {
-  const r = spawnSync(cmd, args, { cwd, encoding: "utf8", timeout: 600_000 });
+function run(cwd: string, cmd: string, args: string[], env: NodeJS.ProcessEnv): void {
+  const r = spawnSync(cmd, args, { cwd, env, encoding: "utf8", timeout: 600_000 });
   if (r.status !== 0)
     throw new ProductBuildError(`${cmd} ${args.join(" ")} failed in ${cwd}:\n${r.stdout}\n${r.stderr}`);
+}
+
+/** The build's `node` (what npm and its scripts find on PATH) must be the pinned one. */
+function checkBuildNode(env: NodeJS.ProcessEnv): void {
+  const r = spawnSync("node", ["--version"], { env, encoding: "utf8" });
+  if (r.stdout?.trim() !== `v${versions.node}`)
+    throw new ProductBuildError(
+      `the build's node is ${r.stdout?.trim() || r.error?.message}, not the pinned v${versions.node}`,
+    );
 }
 
 export interface ProductBuild {
@@ -108,7 +121,8 @@ export function buildProduct(root = REPO_ROOT): ProductBuild {
       .update(`${f.target}\0`)
       .update(readFileSync(join(root, f.source)))
       .update("\0");
-  hash.update(process.version);
+  // The Node the build runs on (a build by another Node is not this one).
+  hash.update(`node v${versions.node}\0`);
   const dir = join(dirname(binaryCacheDir()), "images", `product-${hash.digest("hex").slice(0, 20)}`);
   if (existsSync(join(dir, ".complete"))) return { dir, workdir: build.workdir, stages };
 
@@ -121,10 +135,13 @@ export function buildProduct(root = REPO_ROOT): ProductBuild {
     }
     // Compile with the working tree's dev dependencies (read only), then install the
     // production dependencies from the lock file in their place.
+    const node = imageNodeBinary(join(root, "Dockerfile"));
+    const env = { ...process.env, PATH: `${dirname(node)}:${process.env.PATH ?? ""}` };
+    checkBuildNode(env);
     symlinkSync(join(root, "node_modules"), join(scratch, "node_modules"));
-    run(scratch, "npm", ["run", "build", "--silent"]);
+    run(scratch, "npm", ["run", "build", "--silent"], env);
     unlinkSync(join(scratch, "node_modules"));
-    run(scratch, "npm", ["ci", "--omit=dev", "--no-audit", "--no-fund", "--prefer-offline"]);
+    run(scratch, "npm", ["ci", "--omit=dev", "--no-audit", "--no-fund", "--prefer-offline"], env);
     writeFileSync(join(scratch, ".complete"), "");
     rmSync(dir, { recursive: true, force: true });
     renameSync(scratch, dir);

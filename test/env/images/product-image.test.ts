@@ -1,5 +1,5 @@
 import { execFileSync } from "node:child_process";
-import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, realpathSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { injectSidecar, AGENT_CONTAINER } from "../../../control-plane/src/member/sidecar-pod-template.js";
@@ -9,7 +9,9 @@ import {
   PRODUCT_IMAGE_WORKDIR,
 } from "../../../proto/product-image.js";
 import { writeImageArchive, type ImageFile } from "./oci-image.js";
-import { parseDockerfile, readDockerfile } from "./dockerfile.js";
+import { baseImage, parseDockerfile, parseDockerfileWithArgs, readDockerfile } from "./dockerfile.js";
+import { checkDockerfileNode, nodeBinaryPath } from "./node-binary.js";
+import { versions } from "../versions.js";
 import { buildContextFiles, dockerignore, REPO_ROOT } from "./product-build.js";
 import { finalStageFiles, productImageFrom } from "./project-images.js";
 import { testScratchDir } from "../../support/scratch-dir.js";
@@ -77,7 +79,12 @@ describe("the product image: Dockerfile, builder, chart and sidecar agree", () =
     expect(spec.workingDir).toBe(final.workdir);
     expect(spec.env).toEqual(expect.arrayContaining(final.env));
     expect(spec.exposedPorts).toEqual(final.expose);
-    expect(paths(spec.files)).toContain("/usr/local/bin/node");
+    // The pinned Node (the Dockerfile's major, below), where node:*-bookworm-slim has it.
+    expect(spec.files).toContainEqual({
+      path: "/usr/local/bin/node",
+      source: realpathSync(nodeBinaryPath()),
+      mode: 0o755,
+    });
 
     // The written config says the same (the runtime layer is left out to keep this fast).
     const archive = writeImageArchive({ ...spec, files: [] }, join(dir, "img.tar"));
@@ -95,6 +102,35 @@ describe("the product image: Dockerfile, builder, chart and sidecar agree", () =
     expect(config.WorkingDir).toBe(final.workdir);
     expect(config.Env).toContain("NODE_ENV=production");
     expect(manifest.layers).toHaveLength(2);
+  });
+
+  it("the Dockerfile's Node major is the pinned Node of the test images; a mismatch names the line and the fix", () => {
+    const text = readFileSync(join(REPO_ROOT, "Dockerfile"), "utf8");
+    const file = parseDockerfileWithArgs(text);
+    const major = Number(versions.node.split(".")[0]);
+    expect(checkDockerfileNode(file)).toBe(major);
+    for (const stage of file.stages)
+      expect(baseImage(file, stage).image).toMatch(new RegExp(`^node:${major}-`));
+
+    // Someone bumps the Dockerfile to another Node and not versions.ts.
+    const argLine = text.split("\n").findIndex((l) => l.startsWith("ARG NODE_IMAGE=")) + 1;
+    expect(argLine).toBeGreaterThan(0);
+    const bumped = parseDockerfileWithArgs(
+      text.replace(/^ARG NODE_IMAGE=node:\d+-/m, "ARG NODE_IMAGE=node:26-"),
+    );
+    expect(() => checkDockerfileNode(bumped)).toThrow(
+      new RegExp(
+        `^Dockerfile:${argLine}: the image is node:26-bookworm-slim, Node 26, but the test images' Node is the ` +
+          `pinned ${versions.node.replace(/\./g, "\\.")} \\(test/env/versions\\.ts, versions\\.node\\)\\. Pin a Node 26 release there`,
+      ),
+    );
+    // A stage on another base, and a FROM with its own image, are named by their line too.
+    expect(() =>
+      checkDockerfileNode(parseDockerfileWithArgs("FROM node:24-slim AS b\nFROM debian:12\n")),
+    ).toThrow(/^Dockerfile:2: the stage at line 2 is based on debian:12/);
+    expect(() =>
+      checkDockerfileNode(parseDockerfileWithArgs("FROM node:22.1-alpine\n"), "D", "24.0.0"),
+    ).toThrow(/^D:1: the image is node:22\.1-alpine, Node 22, but .* or set D back to node:24-…\.$/);
   });
 
   it("the chart starts the control plane and the router with node and their main modules", () => {
@@ -138,6 +174,25 @@ describe("parseDockerfile", () => {
       copies: [{ from: "b", sources: ["/src/out"], dest: "/app/sub/o" }],
     });
     expect(() => parseDockerfile("FROM x\nCMD node main.js\n")).toThrow(/exec form/);
+    // Global ARGs (with their lines, continuations counted) fill FROM's ${NAME} and $NAME.
+    const withArgs = parseDockerfileWithArgs(
+      "# c\nARG A=img:1\nARG B\nFROM ${A} AS one\nRUN a \\\n  b\nARG C=x\nFROM $A\n",
+    );
+    expect(withArgs.args).toEqual([
+      { name: "A", value: "img:1", line: 2 },
+      { name: "B", line: 3 },
+    ]);
+    expect(withArgs.stages.map((s) => [s.from, s.fromLine])).toEqual([
+      ["${A}", 4],
+      ["$A", 8],
+    ]);
+    expect(withArgs.stages.map((s) => baseImage(withArgs, s))).toEqual([
+      { image: "img:1", line: 2 },
+      { image: "img:1", line: 2 },
+    ]);
+    expect(() => baseImage(withArgs, { ...withArgs.stages[0]!, from: "${B}" })).toThrow(
+      /B, which no ARG sets/,
+    );
     expect(() => parseDockerfile("FROM x\nADD a b\n")).toThrow(/unsupported/);
   });
 
