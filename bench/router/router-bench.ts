@@ -16,6 +16,7 @@ import { encodeFrame } from "../../proto/frame-codec.js";
 import { hashSecret } from "../../proto/session-auth.js";
 import { RawSessionClient } from "../../test/peers/raw-session-client.js";
 import { launch, tsx, type LaunchedProcess, type LogLine } from "../../test/support/launch.js";
+import { printGoals, type Goal, type GoalOp } from "../support/goal.js";
 
 const repo = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 const F = pb.FrameFamily;
@@ -423,15 +424,21 @@ export async function runRouterBench(
       smallThroughputRouterVsRelay: "router-small-rate-vs-relay",
       bulkThroughputRouterVsRelay: "router-bulk-rate-vs-relay",
     };
-    for (const [k, v] of Object.entries(ratios)) {
-      const g = goals[k as keyof typeof goals];
-      console.log(
-        `GOAL ${goalName[k] ?? k} ${v.toFixed(2)}x ${g.goal.replace(/\s+/g, "")}x ${g.met ? "met" : "missed"}`,
-      );
-    }
-    console.log(
-      `GOAL router-heap-per-idle-session ${idleResult.heapPerSessionKiB.toFixed(1)}KiB <=64KiB ${goals.heapPerIdleSessionKiB.met ? "met" : "missed"}`,
-    );
+    // The GOAL lines by the one tested decider (support/goal.ts), on the unrounded values.
+    printGoals([
+      ...Object.entries(ratios).map(([k, v]): Goal => {
+        const [op, target] = goals[k as keyof typeof goals].goal.split(/\s+/) as [GoalOp, string];
+        return { name: goalName[k] ?? k, value: v, op, target: Number(target), unit: "x" };
+      }),
+      {
+        name: "router-heap-per-idle-session",
+        value: idleResult.heapPerSessionKiB,
+        op: "<=",
+        target: 64,
+        unit: "KiB",
+        digits: 1,
+      },
+    ]);
 
     const out = {
       benchmark: "router",

@@ -1000,15 +1000,6 @@ describe("sessions on real pods", () => {
       ),
     );
   });
-
-  it("stops pods, nodes and clusters and leaves the host exactly as it was", async () => {
-    const during = diffHostState(hostBefore, await snapshotHostState());
-    expect(during.some((l) => l.startsWith("+ links:"))).toBe(true); // the snapshot sees the nodes
-    const t0 = Date.now();
-    await stack.stop();
-    console.log(`[pods] teardown ${((Date.now() - t0) / 1000).toFixed(1)} s`);
-    expect(diffHostState(hostBefore, await snapshotHostState())).toEqual([]);
-  });
 });
 
 /** Host pids of the agent process of `pod` (the sidecar's environment names its pod). */
@@ -1028,5 +1019,18 @@ function agentPids(pod: string): number[] {
   return pids;
 }
 
-// Last: its sessions split the demo's queue and roll the demo out.
+// After the sessions: these split the demo's queue and roll the demo out.
 describeQueueSplitting(() => queues!);
+
+describe("the end", () => {
+  it("stops pods, nodes and clusters and leaves the host exactly as it was", async () => {
+    const during = diffHostState(hostBefore, await snapshotHostState());
+    expect(during.some((l) => l.startsWith("+ links:"))).toBe(true); // the snapshot sees the nodes
+    await queues?.close();
+    queues = undefined;
+    const t0 = Date.now();
+    await stack.stop();
+    console.log(`[pods] teardown ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+    expect(diffHostState(hostBefore, await snapshotHostState())).toEqual([]);
+  });
+});
