@@ -96,6 +96,9 @@ async function execWithBranch(
         ...stack.developerCliArgs,
         "--config",
         configFile,
+        // The loopback forward through east's agent (the transparent network's direct dial of
+        // the branch's own host is proven on real pods, test/pods/sessions.test.ts).
+        "--network=proxy",
         "--",
         process.execPath,
         scriptFile,

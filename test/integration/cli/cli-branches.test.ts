@@ -143,7 +143,9 @@ describe("exec with a database branch", () => {
     const done = join(testScratchDir("switchyard-branch-cmd-"), "done");
     try {
       const cfg = configFile({ branches: [{ envVar: "DATABASE_URL", engine: "postgres" }] });
-      const exited = cli("exec", "-f", cfg, "--", ...waitForFile(done));
+      // The proxy network: the loopback forward (on the transparent network the command dials
+      // the branch's own host itself; test/pods/sessions.test.ts proves that).
+      const exited = cli("exec", "-f", cfg, "--network=proxy", "--", ...waitForFile(done));
       const cr = await created("PgBranchDatabase", (n) => n.endsWith("-database-url"));
       const name = cr.metadata.name!;
       expect(name).toMatch(/^mc-[0-9a-f]{16}-database-url$/);
