@@ -81,7 +81,11 @@ export async function startQueueSplitting(stack: PodStack, port: number): Promis
       spec: { consumer: "deployment/demo", queues: [{ id: QUEUE, type: "SQS", envVar: "ORDERS_QUEUE_URL" }] },
     });
   }
-  const watch = watchTempQueues(CLUSTERS.map((c) => sqs[c].client));
+  // Clients of its own, each call cut at 2 s: one unanswered ListQueues must not stop the watch.
+  const watchClients = CLUSTERS.map((c) =>
+    sqsClientFor(stack.workloads[c]!.sqs!, { maxAttempts: 1, requestTimeoutMs: 2000 }),
+  );
+  const watch = watchTempQueues(watchClients);
   const q: QueueSplitting = {
     stack,
     ledger,
@@ -90,6 +94,7 @@ export async function startQueueSplitting(stack: PodStack, port: number): Promis
     sqs,
     close: async () => {
       await watch.stop();
+      for (const client of watchClients) client.destroy();
       for (const c of CLUSTERS) sqs[c].client.destroy();
       await ledger.close();
       rmSync(dir, { recursive: true, force: true });
