@@ -7,7 +7,7 @@
 // small-frame and 16 KiB bulk echo throughput, and router heap per idle session
 // (1,000 sessions × 3 upstreams). Prints a table with ratios against issue 3's goals and
 // writes JSON to bench/results/. Agents, relay and router are separate processes.
-import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { cpus, tmpdir } from "node:os";
 import { basename, dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -459,5 +459,6 @@ export async function runRouterBench(
     return out;
   } finally {
     for (const p of procs.reverse()) await stopProc(p);
+    rmSync(dir, { recursive: true, force: true });
   }
 }
