@@ -25,8 +25,6 @@ export interface Handling {
 
 export interface Ledger {
   pods(): LedgerPod[];
-  /** Readers of `queue` that have not exited. */
-  liveReaders(queue: string): LedgerPod[];
   /** Every handling of message `id` (`<cluster>-<n>`). */
   handled(id: string): Handling[];
   close(): Promise<void>;
@@ -90,7 +88,6 @@ export async function startLedger(hosts: readonly string[], port: number): Promi
   }
   return {
     pods: () => [...pods.values()],
-    liveReaders: (queue) => [...pods.values()].filter((p) => p.queue === queue && p.exitAt === undefined),
     handled: (id) => handlings.get(id) ?? [],
     close: async () => {
       await Promise.all(

@@ -164,10 +164,10 @@ async function runWithSession(
   client.on("remoteError", (e) => warn(`remote error: ${e.message}`));
 
   let forwards: BranchForwards | undefined;
-  const direct = local.early && session.branches.length > 0 ? directBranchRewrites(session.branches) : [];
-  for (const r of direct)
+  const direct = local.early ? directBranchRewrites(session.branches) : [];
+  for (const b of local.early ? session.branches : [])
     log(
-      `${r.variable} → database ${r.database} of branch ${session.branches.find((b) => b.envVar === r.variable)!.name} at ${r.host}:${r.port} (CMD reaches it on the transparent network)`,
+      `${b.envVar} → database ${b.credentials.database} of branch ${b.name} at ${b.credentials.host}:${b.credentials.port} (CMD reaches it on the transparent network)`,
     );
   if (session.branches.length > 0 && !local.early) {
     forwards = local.forwards = new BranchForwards(session.branches, {
