@@ -136,7 +136,13 @@ export function buildProduct(root = REPO_ROOT): ProductBuild {
     // Compile with the working tree's dev dependencies (read only), then install the
     // production dependencies from the lock file in their place.
     const node = imageNodeBinary(join(root, "Dockerfile"));
-    const env = { ...process.env, PATH: `${dirname(node)}:${process.env.PATH ?? ""}` };
+    // npm on Node 22+ turns on Node's compile cache, by default in $TMPDIR/node-compile-cache:
+    // keep it out of the machine's temporary directory (nothing of a build outlives it).
+    const env = {
+      ...process.env,
+      PATH: `${dirname(node)}:${process.env.PATH ?? ""}`,
+      NODE_DISABLE_COMPILE_CACHE: "1",
+    };
     checkBuildNode(env);
     symlinkSync(join(root, "node_modules"), join(scratch, "node_modules"));
     run(scratch, "npm", ["run", "build", "--silent"], env);
