@@ -4,7 +4,7 @@
 // directory), and written as a reproducible OCI image-layout archive (uncompressed layers) that
 // `ctr -n k8s.io images import` takes as it is. Pods run them with `imagePullPolicy: Never`.
 // The images the real nodes need are here too: the pod sandbox (`pause`, coreutils `sleep`),
-// a Node.js runtime (the pinned Node of node-binary.ts) and an iptables image.
+// and a Node.js runtime (the pinned Node of node-binary.ts).
 import { createHash } from "node:crypto";
 import {
   existsSync,
@@ -245,32 +245,4 @@ export async function nodeRuntimeImage(name = "switchyard.test/node:1"): Promise
     files: [...baseDirectories(), ...(await hostBinary(imageNodeBinary(), "/usr/local/bin/node"))],
     entrypoint: ["/usr/local/bin/node"],
   };
-}
-
-/**
- * iptables (the nf_tables flavour) for init containers that redirect ports: the multi-call
- * binary, its command names, its libraries and its extensions (loaded with dlopen, so `ldd`
- * of the binary does not list them), /etc/protocols for `-p tcp`, and `sh` (dash), because
- * the sidecar's redirect init container runs its rules as one `sh -c` script.
- */
-export async function iptablesImage(name = "switchyard.test/iptables:1"): Promise<ImageSpec> {
-  const multi = "/usr/sbin/xtables-nft-multi";
-  const extDir = "/usr/lib/x86_64-linux-gnu/xtables";
-  if (!existsSync(multi) || !existsSync(extDir))
-    throw new OciImageError(`${multi} or ${extDir} is missing: install the Debian package iptables`);
-  const files: ImageFile[] = [
-    ...baseDirectories(),
-    ...(await hostBinary(multi)),
-    ...(await hostBinary("/bin/dash", "/bin/sh")),
-  ];
-  for (const cmd of ["iptables", "iptables-save", "iptables-restore", "ip6tables"])
-    files.push({ path: `/usr/sbin/${cmd}`, symlink: "xtables-nft-multi" });
-  for (const ext of readdirSync(extDir).filter((f) => f.endsWith(".so"))) {
-    const path = join(extDir, ext);
-    files.push({ path, source: realpathSync(path) });
-    for (const lib of await sharedLibraries(path)) files.push({ path: lib, source: realpathSync(lib) });
-  }
-  if (statSync("/etc/protocols", { throwIfNoEntry: false }))
-    files.push({ path: "/etc/protocols", source: "/etc/protocols" });
-  return { name, files, entrypoint: ["/usr/sbin/iptables"] };
 }

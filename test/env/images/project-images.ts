@@ -3,7 +3,8 @@
 //   its `COPY --from=build` lines over the build stage's output (product-build.ts), its
 //   WORKDIR, ENV, USER, EXPOSE, ENTRYPOINT and CMD — on a Node runtime layer (the pinned Node
 //   of the Dockerfile's major and its libraries, where the Dockerfile has node:*-bookworm-slim);
-// - the redirect image for the sidecar's iptables init container (oci-image.ts iptablesImage);
+// - the redirect image for the sidecar's iptables init container, from Dockerfile.redirect's own
+//   instructions applied with this Debian host's packages (redirect-image.ts);
 // - the demo app image: a small HTTP app (fixtures/demo-app.mjs) as the e2e suites' target, and
 //   the queue consumer it runs when its environment names a queue (fixtures/queue-consumer.mjs).
 import { dirname, join, posix } from "node:path";

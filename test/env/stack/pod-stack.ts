@@ -29,7 +29,7 @@ import {
 } from "../clusters/cluster-set.js";
 import { Helm } from "./helm.js";
 import { demoAppImage, productImage, PRODUCT_IMAGE, REDIRECT_IMAGE } from "../images/project-images.js";
-import { iptablesImage } from "../images/oci-image.js";
+import { redirectImage } from "../images/redirect-image.js";
 import { nodeAddresses } from "../nodes/node-network.js";
 import { startNodes, type NodeSet } from "../nodes/node-set.js";
 import type { TestNode } from "../nodes/node.js";
@@ -278,7 +278,7 @@ export async function startPodStack(options: PodStackOptions = {}): Promise<PodS
   const problems = async () =>
     set ? describePodProblems(names.map((n) => set!.get(n))) : "no clusters were started";
   try {
-    const images = [await productImage(), await iptablesImage(REDIRECT_IMAGE), await demoAppImage()];
+    const images = [await productImage(), redirectImage(REDIRECT_IMAGE), await demoAppImage()];
     phase("images described");
     set = await startClusterSet({
       clusters: names,

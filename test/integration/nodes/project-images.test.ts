@@ -26,7 +26,7 @@ import {
 } from "../../env/images/project-images.js";
 import { hostCommand } from "../../env/nodes/host-command.js";
 import { startNodes, type NodeSet } from "../../env/nodes/node-set.js";
-import { iptablesImage } from "../../env/images/oci-image.js";
+import { redirectImage } from "../../env/images/redirect-image.js";
 import { eventually } from "../../support/poll.js";
 
 let set: ClusterSet | undefined;
@@ -38,7 +38,7 @@ let kubectl: string;
 beforeAll(async () => {
   kubectl = (await ensureBinaries(["kubectl"])).kubectl;
   const t0 = Date.now();
-  const images = [await productImage(), await iptablesImage(REDIRECT_IMAGE), await demoAppImage()];
+  const images = [await productImage(), redirectImage(REDIRECT_IMAGE), await demoAppImage()];
   process.stderr.write(
     `[images] product build and image specs in ${((Date.now() - t0) / 1000).toFixed(1)} s\n`,
   );
@@ -148,6 +148,26 @@ describe("images built from the project", () => {
     );
     expect(r).toMatchObject({ phase: "Succeeded", exitCode: 0 });
     expect(r.log).toMatch(/--app-port/);
+  });
+
+  it("the redirect image is Dockerfile.redirect's: its CMD prints the nf_tables iptables it set", async () => {
+    const spec = redirectImage(REDIRECT_IMAGE);
+    const all = [...spec.files, ...(spec.layers ?? []).flat()];
+    const link = (path: string) => all.find((f) => f.path === path && "symlink" in f);
+    expect(link("/usr/sbin/iptables")).toEqual({
+      path: "/usr/sbin/iptables",
+      symlink: "/etc/alternatives/iptables",
+    });
+    expect(link("/etc/alternatives/iptables")).toMatchObject({ symlink: "/usr/sbin/iptables-nft" });
+    expect(link("/bin")).toMatchObject({ symlink: "usr/bin" });
+    expect(all.some((f) => f.path.startsWith("/usr/share/doc/"))).toBe(false);
+    const r = await runToEnd("redirect-cmd", {
+      name: "redirect",
+      image: REDIRECT_IMAGE,
+      imagePullPolicy: "Never",
+    });
+    expect(r).toMatchObject({ phase: "Succeeded", exitCode: 0 });
+    expect(r.log).toMatch(/^iptables v[\d.]+ \(nf_tables\)/);
   });
 
   it("runs the sidecar's redirect init container from the iptables image, and the demo app", async () => {

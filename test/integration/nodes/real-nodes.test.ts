@@ -18,7 +18,8 @@ import {
 } from "../../env/nodes/host-state.js";
 import type { TestNode } from "../../env/nodes/node.js";
 import { startNodes, type NodeSet } from "../../env/nodes/node-set.js";
-import { iptablesImage, nodeRuntimeImage } from "../../env/images/oci-image.js";
+import { nodeRuntimeImage } from "../../env/images/oci-image.js";
+import { redirectImage } from "../../env/images/redirect-image.js";
 import { eventually } from "../../support/poll.js";
 
 const NODE_IMAGE = "switchyard.test/node:1";
@@ -137,7 +138,7 @@ beforeAll(async () => {
   before = await baselineHostState();
   kubectl = (await ensureBinaries(["kubectl"])).kubectl;
   set = await startClusterSet({ clusters: [...clusters], nodes: true });
-  nodes = await startNodes(set, { images: [await nodeRuntimeImage(), await iptablesImage()] });
+  nodes = await startNodes(set, { images: [await nodeRuntimeImage(), redirectImage(IPTABLES_IMAGE)] });
   // A first run builds kubelet, kube-proxy, kube-scheduler and CoreDNS (about 3 minutes on 2 cores).
 }, 600_000);
 
@@ -263,6 +264,7 @@ describe("real nodes", () => {
               name: "redirect",
               image: IPTABLES_IMAGE,
               imagePullPolicy: "Never",
+              command: ["iptables"],
               args: [
                 "-t",
                 "nat",
