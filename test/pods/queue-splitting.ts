@@ -479,8 +479,7 @@ export function describeQueueSplitting(ctx: () => QueueSplitting): void {
         const windowStart = Date.now();
         const traffic = sendBoth(sent, tenants, 20_000, 1500, 150);
         // Each member's control plane (its splitter) is replaced while messages flow.
-        await restartMemberControlPlane("west");
-        await restartMemberControlPlane("east");
+        await Promise.all([restartMemberControlPlane("west"), restartMemberControlPlane("east")]);
         await traffic;
         await reaches(
           erin,
