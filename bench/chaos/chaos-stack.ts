@@ -7,10 +7,13 @@ import {
   AppsV1Api,
   CoordinationV1Api,
   CoreV1Api,
+  PatchStrategy,
+  setHeaderOptions,
   type KubeConfig,
   type V1Pod,
 } from "@kubernetes/client-node";
 import { clusterSessionClient, LABELS, multiClusterSessionClient } from "../../proto/api/v1alpha1/index.js";
+import { LINGER_SECONDS_ANNOTATION } from "../../control-plane/src/member/agent-annotations.js";
 import type { PodStack } from "../../test/env/stack/pod-stack.js";
 import { eventually } from "../../test/support/poll.js";
 
@@ -96,6 +99,25 @@ export async function demoRolledOut(kc: KubeConfig, injected: boolean): Promise<
     await kc.makeApiClient(CoreV1Api).listNamespacedPod({ namespace: "default", labelSelector: "app=demo" })
   ).items;
   return pods.length === want && pods.every((p) => hasAgent(p) === injected && isReady(p));
+}
+
+/**
+ * Sets each demo Deployment's agent linger to 0 s (its annotation; no rollout): the agent goes
+ * with the last session, so "restored" after a scenario means what it says. An idle agent's
+ * linger (15 minutes by default) is the pods bench's to measure.
+ */
+export async function withoutLinger(stack: PodStack): Promise<void> {
+  for (const c of Object.keys(stack.workloads))
+    await adminKc(stack, c)
+      .makeApiClient(AppsV1Api)
+      .patchNamespacedDeployment(
+        {
+          name: "demo",
+          namespace: "default",
+          body: { metadata: { annotations: { [LINGER_SECONDS_ANNOTATION]: "0" } } },
+        },
+        setHeaderOptions("Content-Type", PatchStrategy.MergePatch),
+      );
 }
 
 /**

@@ -25,7 +25,7 @@ import {
   type RouterKillResult,
 } from "./chaos-disruptions.js";
 import { sessionsThroughLeaderKill, type LeaderKillResult } from "./chaos-sessions.js";
-import { componentLogs, waitQuiet } from "./chaos-stack.js";
+import { componentLogs, waitQuiet, withoutLinger } from "./chaos-stack.js";
 import { breakdownLine } from "./chaos-traffic.js";
 import { decideGoal, type Goal } from "../support/goal.js";
 import { onPodStack, requireWholeNumbers } from "../support/pod-stack-run.js";
@@ -157,6 +157,7 @@ async function measure(stack: PodStack, o: ChaosBenchOptions): Promise<ChaosResu
   const r: ChaosResults = { failed: {} };
   const traffic = { ratePerSecond: o.rate, timeoutMs: REQUEST_TIMEOUT_MS };
   const say = (s: string) => console.log(`[chaos] ${s}`);
+  await withoutLinger(stack);
   // A scenario that cannot run to its end (its session never started, say) is one loss; the
   // run goes on with the next, and what the components said is kept.
   const run = async <K extends ChaosScenario>(key: K, title: string, fn: () => Promise<ChaosResults[K]>) => {
