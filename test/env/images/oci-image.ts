@@ -60,7 +60,8 @@ export class OciImageError extends Error {
   readonly code = "SWITCHYARD_TEST_IMAGE_FAILED";
 }
 
-const PATH_ENV = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+/** The PATH of an image that sets no other (Debian's default). */
+export const PATH_ENV = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 /**
  * A host binary and every shared library `ldd` says it loads, at the same paths in the image

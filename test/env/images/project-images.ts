@@ -10,7 +10,7 @@
 import { dirname, join, posix } from "node:path";
 import { fileURLToPath } from "node:url";
 import { statSync } from "node:fs";
-import { hostTree, nodeRuntimeImage, type ImageFile, type ImageSpec } from "./oci-image.js";
+import { hostTree, nodeRuntimeImage, PATH_ENV, type ImageFile, type ImageSpec } from "./oci-image.js";
 import type { DockerStage } from "./dockerfile.js";
 import { buildProduct, ProductBuildError, type ProductBuild } from "./product-build.js";
 
@@ -20,7 +20,6 @@ export const DEMO_APP_IMAGE = "switchyard.test/demo-app:1";
 /** The demo app's port (as the embedded stack's demo workload). */
 export const DEMO_APP_PORT = 8080;
 
-const PATH_ENV = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 const FIXTURES = join(dirname(fileURLToPath(import.meta.url)), "fixtures");
 
 /** The final stage's files: each `COPY --from=build /src/x dest` as the build output's x at dest. */

@@ -11,7 +11,7 @@
 // perl-base, …) is not copied; the RUN's packages are laid over the stand-in as a layer of
 // their own, as Docker lays a RUN over its FROM.
 import { readFileSync } from "node:fs";
-import { join } from "node:path";
+import { basename, join } from "node:path";
 import { baseImage, DockerfileError, parseDockerfileWithArgs, type DockerStage } from "./dockerfile.js";
 import {
   alternativeLinks,
@@ -21,10 +21,8 @@ import {
   packageClosure,
   packageFiles,
 } from "./debian-packages.js";
-import { baseDirectories, type ImageFile, type ImageSpec } from "./oci-image.js";
+import { baseDirectories, PATH_ENV, type ImageFile, type ImageSpec } from "./oci-image.js";
 import { REPO_ROOT } from "./product-build.js";
-
-const PATH_ENV = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 /** What a stage's RUN lines ask for, read command by command. */
 export interface RunPlan {
@@ -87,7 +85,7 @@ export function checkDebianBase(image: string, line: number, where: string, host
 
 /** The image spec `file` (default `Dockerfile.redirect` of this tree) describes. */
 export function redirectImage(name: string, file = join(REPO_ROOT, "Dockerfile.redirect")): ImageSpec {
-  const where = file.slice(file.lastIndexOf("/") + 1);
+  const where = basename(file);
   const dockerfile = parseDockerfileWithArgs(readFileSync(file, "utf8"));
   if (dockerfile.stages.length !== 1)
     throw new DockerfileError(`${where}: expected one stage, found ${dockerfile.stages.length}`);
