@@ -4,13 +4,14 @@
 // a GET /slow through east's NodePort reaches the local app, and the CLI is SIGKILLed then.
 //   - the caller must get an answer or an error, not hang (unanswered within the deadline:
 //     lost);
-//   - nothing local may outlive the CLI: the app, its child and the CLI's watchdog are
-//     counted a few seconds later (orphans);
+//   - nothing local may outlive the CLI: its whole process tree, taken from /proc just before
+//     the kill (host pids: the watchdog, setpriv and the transparent network's unshare, the
+//     local app and its child; process-tree.ts), is looked at a few seconds later (what still
+//     runs: orphans);
 //   - the session the CLI can no longer delete must expire: its TTL (what the CLI set, read
 //     from the MultiClusterSession's spec) plus a margin after the kill, the
 //     MultiClusterSession on the Primary, its ClusterSessions in the members and the agent in
 //     both demo templates must be gone (what is left is leaked).
-import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { request } from "node:http";
 import { sleep } from "../../lib/abortable-sleep.js";
 import type { PodStack } from "../../test/env/stack/pod-stack.js";
@@ -19,6 +20,7 @@ import { startStealExec } from "./chaos-exec.js";
 import { sessionRemains, sessionTtlSeconds, type SessionRemains } from "./chaos-stack.js";
 import { timedGet, type Outcome } from "./chaos-traffic.js";
 import { round } from "../support/stats-support.js";
+import { descendants, nameOf, stillRunning, type HostProcess } from "./process-tree.js";
 
 export interface ClientKillOptions {
   /** How long the local app takes to answer GET /slow, ms. */
@@ -37,6 +39,7 @@ export interface ClientKillResult {
   caller: { outcome: Outcome; status?: number; error?: string; afterKillMs: number };
   /** The caller got neither an answer nor an error in time (1) or did (0). */
   lost: number;
+  /** The CLI's process tree just before the kill (host pids), and what of it still ran at the check. */
   processes: { name: string; pid: number; aliveAfterCheck: boolean }[];
   orphans: number;
   /** Kill → each remain gone, s (undefined: still there at the deadline). */
@@ -59,32 +62,6 @@ function localGet(port: number, path: string): Promise<string> {
   });
 }
 
-/** Running and not a zombie (a zombie only waits to be reaped). */
-export function processAlive(pid: number): boolean {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-    const state = stat.slice(stat.lastIndexOf(")") + 2).split(" ")[0];
-    return state !== "Z" && state !== "X";
-  } catch {
-    return false;
-  }
-}
-
-/** The CLI's watchdog (`sh -c … switchyard-watchdog <pgid> <cli pid> …`, cli/src/commands/local-command.ts). */
-function watchdogOf(cliPid: number): number | undefined {
-  if (!existsSync("/proc/self/cmdline")) return undefined;
-  for (const entry of readdirSync("/proc")) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const args = readFileSync(`/proc/${entry}/cmdline`, "utf8").split("\0");
-      if (args[3] === "switchyard-watchdog" && args[5] === String(cliPid)) return Number(entry);
-    } catch {
-      /* gone meanwhile */
-    }
-  }
-  return undefined;
-}
-
 const leakedOf = (r: SessionRemains) =>
   (r.parent ? 1 : 0) +
   Object.values(r.children).reduce((a, b) => a + b, 0) +
@@ -101,15 +78,19 @@ export async function clientKilledMidRequest(
   const cliPid = e.proc.pid;
   let caller: ClientKillResult["caller"];
   let killAt: number;
-  const processes: { name: string; pid: number }[] = [];
+  let tree: (HostProcess & { name: string })[] = [];
   try {
     const ttlSeconds = await sessionTtlSeconds(stack, e.sessionId);
     if (ttlSeconds === undefined) throw new Error(`session ${e.sessionId} has no ttlSeconds in its spec`);
-    const pids = JSON.parse(await localGet(e.localPort, "/pids")) as { app: number; child?: number };
-    processes.push({ name: "local app", pid: pids.app });
-    if (pids.child) processes.push({ name: "local app's child", pid: pids.child });
-    const watchdog = watchdogOf(cliPid);
-    if (watchdog) processes.push({ name: "CLI watchdog", pid: watchdog });
+    // The pids the app reports are its own namespace's; the tree is taken on this machine.
+    const reported = JSON.parse(await localGet(e.localPort, "/pids")) as { app: number; child?: number };
+    const treeOfCli = () => descendants(cliPid!).map((p) => ({ ...p, name: nameOf(p, reported) }));
+    tree = treeOfCli();
+    for (const needed of ["local app", "CLI watchdog", ...(reported.child ? ["local app's child"] : [])])
+      if (!tree.some((p) => p.name === needed))
+        throw new Error(
+          `no ${needed} below the CLI (pid ${cliPid}): ${tree.map((p) => `${p.pid} ${p.name}`).join(", ")}`,
+        );
     const east = stack.workloads.east!;
     const answer = timedGet({ name: "east", url: east.demoUrl }, "/slow", false, o.callerTimeoutMs, "local");
     await eventually(
@@ -120,6 +101,8 @@ export async function clientKilledMidRequest(
         ),
       { timeoutMs: 30_000, intervalMs: 20 },
     );
+    // Taken again at the kill: whatever the CLI started meanwhile counts too.
+    for (const p of treeOfCli()) if (!tree.some((t) => t.pid === p.pid)) tree.push(p);
     killAt = performance.now();
     e.proc.kill("SIGKILL");
     const a = await answer;
@@ -131,7 +114,7 @@ export async function clientKilledMidRequest(
     };
     const checkAt = killAt + o.orphanCheckAfterMs;
     if (checkAt > performance.now()) await sleep(checkAt - performance.now());
-    const checked = processes.map((p) => ({ ...p, aliveAfterCheck: processAlive(p.pid) }));
+    const checked = tree.map((p) => ({ name: p.name, pid: p.pid, aliveAfterCheck: stillRunning(p) }));
     const goneAfterS: Record<string, number | undefined> = {};
     const deadline = killAt + ttlSeconds * 1000 + o.expiryMarginMs;
     let remains = await sessionRemains(stack, e.sessionId);
@@ -168,8 +151,8 @@ export async function clientKilledMidRequest(
     e.unwatch();
     await e.proc.stop(0, "SIGKILL");
     // Nothing of this run may stay behind for what comes next, whatever was counted above.
-    for (const p of processes)
-      if (processAlive(p.pid))
+    for (const p of tree)
+      if (stillRunning(p))
         try {
           process.kill(p.pid, "SIGKILL");
         } catch {
