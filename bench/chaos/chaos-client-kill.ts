@@ -7,12 +7,16 @@
 //   - nothing local may outlive the CLI: its whole process tree, taken from /proc just before
 //     the kill (host pids: the watchdog, setpriv and the transparent network's unshare, the
 //     local app and its child; process-tree.ts), is looked at a few seconds later (what still
-//     runs: orphans);
+//     runs: orphans), and the transparent network's run directory (`switchyard-ns-*` in the
+//     temporary directory), which the watchdog removes, must be gone too (also orphans);
 //   - the session the CLI can no longer delete must expire: its TTL (what the CLI set, read
 //     from the MultiClusterSession's spec) plus a margin after the kill, the
 //     MultiClusterSession on the Primary, its ClusterSessions in the members and the agent in
 //     both demo templates must be gone (what is left is leaked).
+import { readdirSync, rmSync } from "node:fs";
 import { request } from "node:http";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { sleep } from "../../lib/abortable-sleep.js";
 import type { PodStack } from "../../test/env/stack/pod-stack.js";
 import { eventually } from "../../test/support/poll.js";
@@ -41,6 +45,9 @@ export interface ClientKillResult {
   lost: number;
   /** The CLI's process tree just before the kill (host pids), and what of it still ran at the check. */
   processes: { name: string; pid: number; aliveAfterCheck: boolean }[];
+  /** Run directories the CLI made in the temporary directory and still there at the check. */
+  filesLeft: string[];
+  /** Processes still running plus run directories left. */
   orphans: number;
   /** Kill → each remain gone, s (undefined: still there at the deadline). */
   goneAfterS: Record<string, number | undefined>;
@@ -62,6 +69,9 @@ function localGet(port: number, path: string): Promise<string> {
   });
 }
 
+/** The transparent network's run directories (cli/src/sdk/transparent/transparent-run.ts). */
+const runDirs = () => readdirSync(tmpdir()).filter((d) => d.startsWith("switchyard-ns-"));
+
 const leakedOf = (r: SessionRemains) =>
   (r.parent ? 1 : 0) +
   Object.values(r.children).reduce((a, b) => a + b, 0) +
@@ -71,6 +81,7 @@ export async function clientKilledMidRequest(
   stack: PodStack,
   o: ClientKillOptions,
 ): Promise<ClientKillResult> {
+  const runDirsBefore = new Set(runDirs());
   const e = await startStealExec(stack, {
     name: "killed",
     env: { LOCAL_SLOW_MS: String(o.slowMs), LOCAL_APP_CHILD: "1" },
@@ -115,6 +126,7 @@ export async function clientKilledMidRequest(
     const checkAt = killAt + o.orphanCheckAfterMs;
     if (checkAt > performance.now()) await sleep(checkAt - performance.now());
     const checked = tree.map((p) => ({ name: p.name, pid: p.pid, aliveAfterCheck: stillRunning(p) }));
+    const filesLeft = runDirs().filter((d) => !runDirsBefore.has(d));
     const goneAfterS: Record<string, number | undefined> = {};
     const deadline = killAt + ttlSeconds * 1000 + o.expiryMarginMs;
     let remains = await sessionRemains(stack, e.sessionId);
@@ -142,7 +154,8 @@ export async function clientKilledMidRequest(
       caller,
       lost: caller.outcome === "timeout" ? 1 : 0,
       processes: checked,
-      orphans: checked.filter((p) => p.aliveAfterCheck).length,
+      filesLeft,
+      orphans: checked.filter((p) => p.aliveAfterCheck).length + filesLeft.length,
       goneAfterS,
       remainsAtDeadline: remains,
       leaked: leakedOf(remains),
@@ -158,5 +171,7 @@ export async function clientKilledMidRequest(
         } catch {
           /* gone meanwhile */
         }
+    for (const d of runDirs())
+      if (!runDirsBefore.has(d)) rmSync(join(tmpdir(), d), { recursive: true, force: true });
   }
 }

@@ -118,6 +118,7 @@ function printScenario(r: ChaosResults, key: ChaosScenario): void {
         `${c.caller.status ? ` ${c.caller.status}` : ""}${c.caller.error ? ` (${c.caller.error})` : ""} ` +
         `${c.caller.afterKillMs} ms after the kill; alive after the check: ` +
         `${c.processes.map((p) => `${p.name} ${p.aliveAfterCheck ? "ALIVE" : "gone"}`).join(", ")}; ` +
+        `left in the temporary directory: ${c.filesLeft.length ? c.filesLeft.join(", ") : "nothing"}; ` +
         `TTL ${c.ttlSeconds} s, gone after: ` +
         `${Object.entries(c.goneAfterS)
           .map(([k, s]) => `${k} ${s === undefined ? "NEVER" : `${s} s`}`)

@@ -113,7 +113,8 @@ export async function startNetworkEarly(
     onError,
   });
   const h = run.helperCommand();
-  const command = startLocalCommand(h.cmd, h.args, { env: h.env, warn, name: cmdName });
+  // A killed CLI leaves the run's directory to the watchdog, which removes it once the helper is gone.
+  const command = startLocalCommand(h.cmd, h.args, { env: h.env, warn, name: cmdName, runDir: run.dir });
   const ended = new Promise<{ ready: false; error: string }>((resolve) => {
     command.child.once("exit", (code, signal) =>
       resolve({ ready: false, error: `the namespace helper ended (${code ?? signal}) before it was ready` }),

@@ -1,5 +1,5 @@
 import { spawn } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
@@ -57,12 +57,12 @@ async function pidsIn(file: string): Promise<[number, number]> {
 }
 
 /** A stand-in CLI process that runs CMD through startLocalCommand and stays up until killed. */
-function fakeCli(file: string, parentDeathSignal: boolean) {
+function fakeCli(file: string, parentDeathSignal: boolean, runDir?: string) {
   const script =
     `const { startLocalCommand } = await import(${JSON.stringify(moduleUrl)});` +
     `startLocalCommand("sh", ${JSON.stringify(family(file).slice(1))}, {` +
     ` env: process.env, warn: (l) => process.stderr.write(l + "\\n"), killGraceMs: 1000,` +
-    ` parentDeathSignal: ${parentDeathSignal} });` +
+    ` parentDeathSignal: ${parentDeathSignal}, runDir: ${JSON.stringify(runDir)} });` +
     `setInterval(() => {}, 1000);`;
   const cli = spawn(process.execPath, ["--import", "tsx", "--input-type=module", "-e", script], {
     stdio: ["ignore", "ignore", "pipe"],
@@ -94,6 +94,30 @@ describe("startLocalCommand", () => {
       );
     });
   }
+
+  it("removes the run's directory once CMD's group is gone when the CLI is SIGKILLed", async () => {
+    const file = join(dir, "pids");
+    const runDir = join(dir, "run");
+    mkdirSync(join(runDir, "scratch"), { recursive: true });
+    writeFileSync(join(runDir, "scratch", "file"), "x");
+    const { cli } = fakeCli(file, false, runDir);
+    const [cmd, grandchild] = await pidsIn(file);
+    cli.kill("SIGKILL");
+    await eventually("the run's directory to be gone", () => !existsSync(runDir), { timeoutMs: 8000 });
+    // Not before CMD's group, which may still use it while it shuts down.
+    expect(alive(cmd) || alive(grandchild)).toBe(false);
+  });
+
+  it("leaves the run's directory to a CLI that said done", async () => {
+    const runDir = join(dir, "run");
+    mkdirSync(runDir);
+    const c = startLocalCommand("sh", ["-c", "exit 0"], { env: process.env, warn: () => {}, runDir });
+    await new Promise((r) => c.child.once("exit", r));
+    await c.finish();
+    // The watchdog has read `done` and exited without touching it: the CLI removes it itself.
+    await new Promise((r) => setTimeout(r, 300));
+    expect(existsSync(runDir)).toBe(true);
+  });
 
   it("forwards a signal to CMD's whole group, and reports CMD's end as a plain child's", async () => {
     const file = join(dir, "pids");

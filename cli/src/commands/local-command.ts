@@ -5,8 +5,10 @@
 // - A watchdog — a tiny `sh` in its own session, deaf to SIGINT/SIGTERM/SIGHUP, reading a pipe
 //   whose write end only the CLI holds — sees the pipe close when the CLI process ends for any
 //   reason. Unless the CLI wrote `done` first, it SIGTERMs CMD's group, SIGKILLs it after a
-//   grace, and (when the CLI did not say why itself) says so on stderr. It needs only a POSIX
-//   sh, so it works on Linux and macOS alike.
+//   grace, and (when the CLI did not say why itself) says so on stderr. Then it removes the
+//   run's private directory, if the CLI named one (the transparent network's sockets and
+//   scratch files), which a killed CLI cannot remove itself. It needs only a POSIX sh, so it
+//   works on Linux and macOS alike.
 // - On Linux with util-linux `setpriv`, CMD also gets a parent-death signal: the kernel sends
 //   it SIGTERM the moment the CLI dies, without waiting for the watchdog. It fires when the
 //   thread that spawned CMD ends; Node spawns from its main thread, which lives as long as the
@@ -22,16 +24,18 @@ const SETTLE_MS = 250;
 
 const WATCHDOG = `
 trap '' INT TERM HUP
-pg=$1 cli=$2 name=$3 ticks=$4
+pg=$1 cli=$2 name=$3 ticks=$4 dir=$5
 IFS= read -r word || word=
 case $word in
   done) exit 0 ;;
   stop) ;;
   *) printf 'switchyard: the CLI (pid %s) ended without stopping %s; stopping it (process group %s)\\n' "$cli" "$name" "$pg" >&2 ;;
 esac
-kill -s TERM -- "-$pg" 2>/dev/null || exit 0
-while [ "$ticks" -gt 0 ] && kill -s 0 -- "-$pg" 2>/dev/null; do sleep 0.1; ticks=$((ticks - 1)); done
-kill -s KILL -- "-$pg" 2>/dev/null
+if kill -s TERM -- "-$pg" 2>/dev/null; then
+  while [ "$ticks" -gt 0 ] && kill -s 0 -- "-$pg" 2>/dev/null; do sleep 0.1; ticks=$((ticks - 1)); done
+  kill -s KILL -- "-$pg" 2>/dev/null
+fi
+[ -z "$dir" ] || rm -rf -- "$dir"
 exit 0
 `;
 
@@ -45,6 +49,11 @@ export interface LocalCommandOptions {
   name?: string;
   /** Use `setpriv --pdeathsig` (default: where available); false leaves the watchdog alone. */
   parentDeathSignal?: boolean;
+  /**
+   * A directory of the run's own that the watchdog removes once CMD's group is gone, when the
+   * CLI ended without saying `done` (a killed CLI cannot remove it; a CLI that finishes does).
+   */
+  runDir?: string;
 }
 
 export interface LocalCommand {
@@ -133,7 +142,7 @@ export function startLocalCommand(cmd: string, args: string[], o: LocalCommandOp
     const ticks = String(Math.ceil(graceMs / 100));
     watchdog = spawn(
       "sh",
-      ["-c", WATCHDOG, "switchyard-watchdog", String(pgid), String(process.pid), name, ticks],
+      ["-c", WATCHDOG, "switchyard-watchdog", String(pgid), String(process.pid), name, ticks, o.runDir ?? ""],
       {
         stdio: ["pipe", "ignore", "inherit"],
         detached: true,

@@ -80,8 +80,10 @@ function readTextOr(path: string, fallback = ""): string {
 }
 
 /**
- * Removes the directories of earlier runs whose CLI was killed outright (SIGKILL leaves no
- * chance to clean up): this user's, older than a minute, whose bridge no longer answers.
+ * Removes the directories of earlier runs that nothing cleaned up: a killed CLI's watchdog
+ * removes its run's directory (local-command.ts), so this is for a watchdog killed too (a
+ * whole session SIGKILLed, a machine that went down): this user's, older than a minute, whose
+ * bridge no longer answers.
  */
 export async function sweepStaleRuns(dir = tmpdir()): Promise<string[]> {
   const removed: string[] = [];
