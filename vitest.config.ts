@@ -2,7 +2,8 @@
 // - `unit`: fast, no external processes beyond loopback sockets;
 // - `integration`: real kube-apiserver/etcd/kube-controller-manager from test/env and real
 //   component processes; every file starts its own cluster set on ports of its own (test/env/ports.ts
-//   gives each worker its own range), so two files run side by side;
+//   gives each worker its own range), so three files run side by side: they mostly wait on their
+//   clusters, and three keep the 2 CPUs busier than two did;
 // - `integration-serial`: the files that need the host to themselves, one at a time, after the
 //   rest: real nodes and pods (kubelets, containerd, iptables, the host-state baselines) and the
 //   embedded stack (its workload clusters' fixed loopback addresses, 127.0.0.2:8080 and up).
@@ -67,7 +68,7 @@ export default defineConfig({
           include: integrationFiles,
           exclude: ["**/node_modules/**", "**/dist/**", ...serialFiles, ...withoutNodes],
           ...integration,
-          maxWorkers: 2,
+          maxWorkers: 3,
           sequence: { groupOrder: 1 },
         },
       },
