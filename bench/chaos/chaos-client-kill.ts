@@ -24,6 +24,7 @@ import { startStealExec } from "./chaos-exec.js";
 import { sessionRemains, sessionTtlSeconds, type SessionRemains } from "./chaos-stack.js";
 import { timedGet, type Outcome } from "./chaos-traffic.js";
 import { round } from "../support/stats-support.js";
+import { RUN_PREFIX } from "../../cli/src/sdk/transparent/transparent-run.js";
 import { descendants, nameOf, stillRunning, type HostProcess } from "./process-tree.js";
 
 export interface ClientKillOptions {
@@ -69,8 +70,8 @@ function localGet(port: number, path: string): Promise<string> {
   });
 }
 
-/** The transparent network's run directories (cli/src/sdk/transparent/transparent-run.ts). */
-const runDirs = () => readdirSync(tmpdir()).filter((d) => d.startsWith("switchyard-ns-"));
+/** The transparent network's run directories. */
+const runDirs = () => readdirSync(tmpdir()).filter((d) => d.startsWith(RUN_PREFIX));
 
 const leakedOf = (r: SessionRemains) =>
   (r.parent ? 1 : 0) +

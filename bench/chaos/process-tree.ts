@@ -28,9 +28,8 @@ function statFields(pid: number): string[] | undefined {
   }
 }
 
-function readProcess(pid: number): HostProcess | undefined {
-  const f = statFields(pid);
-  if (!f) return undefined;
+/** The rest of what the report needs, for a process already found in the tree by its stat. */
+function readProcess(pid: number, f: string[]): HostProcess | undefined {
   try {
     const status = readFileSync(`/proc/${pid}/status`, "utf8");
     const nsPids = /^NSpid:\s*(.+)$/m.exec(status)?.[1]?.trim().split(/\s+/) ?? [String(pid)];
@@ -44,19 +43,23 @@ function readProcess(pid: number): HostProcess | undefined {
 
 /** Every process below `root` (not `root` itself), parents before children. */
 export function descendants(root: number): HostProcess[] {
-  const all: HostProcess[] = [];
+  // Every process's stat, for its parent; the rest is read for the tree's members only.
+  const byParent = new Map<number, { pid: number; f: string[] }[]>();
   for (const entry of readdirSync("/proc")) {
     if (!/^\d+$/.test(entry)) continue;
-    const p = readProcess(Number(entry));
-    if (p) all.push(p);
+    const f = statFields(Number(entry));
+    if (!f) continue;
+    const ppid = Number(f[1]);
+    let children = byParent.get(ppid);
+    if (!children) byParent.set(ppid, (children = []));
+    children.push({ pid: Number(entry), f });
   }
-  const byParent = new Map<number, HostProcess[]>();
-  for (const p of all) byParent.set(p.ppid, [...(byParent.get(p.ppid) ?? []), p]);
   const out: HostProcess[] = [];
   const queue = [root];
   while (queue.length) {
     for (const child of byParent.get(queue.shift()!) ?? []) {
-      out.push(child);
+      const p = readProcess(child.pid, child.f);
+      if (p) out.push(p);
       queue.push(child.pid);
     }
   }

@@ -69,7 +69,8 @@ export function keepLocalList(entries: readonly string[]): BlockList {
   return list;
 }
 
-const RUN_PREFIX = "switchyard-ns-";
+/** How a run's private directory in the temporary directory is named: this, then random characters. */
+export const RUN_PREFIX = "switchyard-ns-";
 
 function readTextOr(path: string, fallback = ""): string {
   try {
